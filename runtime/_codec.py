@@ -1,0 +1,74 @@
+"""JSON encoding with size limits, and duration parsing.
+
+Values crossing Redis are JSON (orjson) only: nothing read from Redis can execute code.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+import orjson
+
+from .errors import InvalidPayload, PayloadTooLarge, UsageError
+
+_DUMP_OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, option=_DUMP_OPTS)
+
+
+def loads(data: bytes | str) -> Any:
+    return orjson.loads(data)
+
+
+def encode_value(
+    value: Any, *, what: str, limit: int, run_id: str | None = None, hook_id: str | None = None
+) -> bytes:
+    """Encode ``value`` canonically (sorted keys) and enforce ``limit`` bytes."""
+    try:
+        data = dumps(value)
+    except TypeError as exc:
+        raise InvalidPayload(
+            f"{what} must be JSON-serializable, got {type(value).__name__}: {exc}",
+            run_id=run_id,
+            hook_id=hook_id,
+        ) from None
+    if len(data) > limit:
+        raise PayloadTooLarge(
+            f"{what} is {len(data)} bytes, the limit is {limit}", run_id=run_id, hook_id=hook_id
+        )
+    return data
+
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+Duration = float | int | timedelta | str
+
+
+def parse_duration(value: Duration, *, what: str = "duration") -> float:
+    """Seconds from a number of seconds, a ``timedelta`` or a string like "30s", "5m", "24h"."""
+    if isinstance(value, bool):
+        raise UsageError(f"{what} must be seconds, a timedelta or a string like '5m', got a bool")
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        match = _DURATION_RE.match(value)
+        if match is None:
+            raise UsageError(
+                f"{what} must look like '30s', '5m', '24h', '2d' or '250ms', got {value!r}"
+            )
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    else:
+        raise UsageError(
+            f"{what} must be seconds, a timedelta or a string like '5m', "
+            f"got {type(value).__name__}"
+        )
+    if seconds < 0:
+        raise UsageError(f"{what} must not be negative, got {value!r}")
+    return seconds

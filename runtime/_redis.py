@@ -1,0 +1,52 @@
+"""Connecting to Redis from a URL, and the script registry.
+
+``redis://`` / ``rediss://`` / ``unix://``: a real Redis server. ``memory://[name]``: an
+in-process fakeredis server (the embedded default); runtimes in one process that use the
+same name share one store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+
+from . import _scripts
+from .errors import UsageError
+
+_memory_servers: dict[str, Any] = {}
+
+
+def connect(url: str) -> aioredis.Redis:
+    if url.startswith("memory://"):
+        import fakeredis
+
+        name = url[len("memory://") :] or "default"
+        server = _memory_servers.get(name)
+        if server is None:
+            server = _memory_servers[name] = fakeredis.FakeServer()
+        client: aioredis.Redis = fakeredis.FakeAsyncRedis(server=server)
+        return client
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return aioredis.Redis.from_url(
+            url, health_check_interval=15, socket_keepalive=True, retry_on_timeout=True
+        )
+    raise UsageError(
+        f"expected a Redis URL 'redis://host:port[/db]', 'rediss://...', 'unix://...' or "
+        f"'memory://[name]', got {url!r}"
+    )
+
+
+class Scripts:
+    """The Lua scripts of :mod:`runtime._scripts`, called by EVALSHA (reloaded on NOSCRIPT,
+    e.g. after a Redis restart)."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.claim: AsyncScript = client.register_script(_scripts.CLAIM)
+        self.apply: AsyncScript = client.register_script(_scripts.APPLY)
+        self.resume: AsyncScript = client.register_script(_scripts.RESUME)
+        self.fire_due: AsyncScript = client.register_script(_scripts.FIRE_DUE)
+        self.cancel: AsyncScript = client.register_script(_scripts.CANCEL)
+        self.heartbeat: AsyncScript = client.register_script(_scripts.HEARTBEAT)
+        self.start: AsyncScript = client.register_script(_scripts.START)

@@ -1,0 +1,129 @@
+"""The in-memory index of one run's event log, built once per execution.
+
+Primitives consult this index (dict lookups) instead of scanning Redis, so replaying a run
+with n events costs O(n) once, not O(n) per primitive call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._codec import loads
+from .models import Event
+
+
+@dataclass(slots=True)
+class StepFailure:
+    attempt: int
+    error: dict[str, Any]
+    final: bool
+    timer_id: str | None
+
+
+@dataclass(slots=True)
+class ReplayIndex:
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    completed: dict[str, Any] = field(default_factory=dict)  # step id -> result
+    failures: dict[str, list[StepFailure]] = field(default_factory=dict)
+    started: set[tuple[str, int]] = field(default_factory=set)  # (step id, attempt)
+    hooks_created: dict[str, dict[str, Any]] = field(default_factory=dict)
+    received: dict[str, Any] = field(default_factory=dict)  # hook id -> payload
+    expired: set[str] = field(default_factory=set)
+    suspended_on: set[str] = field(default_factory=set)  # waits whose suspension is recorded
+    timers: dict[str, int] = field(default_factory=dict)  # timer id -> due ms
+    fired: set[str] = field(default_factory=set)
+
+    def add(self, event_type: str, data: dict[str, Any]) -> None:
+        handler = _HANDLERS.get(event_type)
+        if handler is not None:
+            handler(self, data)
+
+    def add_all(self, events: list[Event]) -> None:
+        for event in events:
+            self.add(event.type, event.data)
+
+
+def _started(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.args = list(data.get("args", []))
+    index.kwargs = dict(data.get("kwargs", {}))
+
+
+def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.started.add((data["step_id"], int(data.get("attempt", 0))))
+
+
+def _step_completed(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.completed[data["step_id"]] = data.get("result")
+
+
+def _step_failed(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.failures.setdefault(data["step_id"], []).append(
+        StepFailure(
+            attempt=int(data.get("attempt", 0)),
+            error=dict(data.get("error", {})),
+            final=bool(data.get("final", False)),
+            timer_id=data.get("timer_id"),
+        )
+    )
+    timer_id = data.get("timer_id")
+    if timer_id:
+        index.timers[timer_id] = int(data.get("retry_at", 0))
+
+
+def _suspended(index: ReplayIndex, data: dict[str, Any]) -> None:
+    wait = data.get("wait")
+    if wait:
+        index.suspended_on.add(wait)
+
+
+def _hook_created(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.hooks_created[data["hook_id"]] = data
+
+
+def _hook_received(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.received[data["hook_id"]] = data.get("payload")
+
+
+def _hook_expired(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.expired.add(data["hook_id"])
+
+
+def _timer_scheduled(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.timers[data["timer_id"]] = int(data["due"])
+
+
+def _timer_fired(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.fired.add(data["timer_id"])
+
+
+_HANDLERS = {
+    "workflow.started": _started,
+    "step.started": _step_started,
+    "step.completed": _step_completed,
+    "step.failed": _step_failed,
+    "step.suspended": _suspended,
+    "workflow.suspended": _suspended,
+    "hook.created": _hook_created,
+    "hook.received": _hook_received,
+    "hook.expired": _hook_expired,
+    "timer.scheduled": _timer_scheduled,
+    "timer.fired": _timer_fired,
+}
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def parse_stream_entries(entries: list[Any]) -> list[Event]:
+    """Events from the raw reply of XRANGE on a run's event stream."""
+    events = []
+    for entry_id, fields in entries:
+        if isinstance(fields, dict):
+            mapping = {_text(k): v for k, v in fields.items()}
+        else:
+            mapping = {_text(fields[i]): fields[i + 1] for i in range(0, len(fields), 2)}
+        events.append(Event(_text(entry_id), _text(mapping["t"]), loads(mapping["d"])))
+    return events

@@ -1,0 +1,149 @@
+"""Running a step inside a workflow execution: record, replay, retry with durable backoff."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from . import _faults
+from ._codec import encode_value
+from ._execution import (
+    Execution,
+    StepScope,
+    Suspend,
+    current_execution,
+    current_step,
+    describe_error,
+    encode_fragment,
+    now_ms,
+)
+from .errors import HookTimeout, StepFailed, UsageError
+from .registry import StepOptions
+
+# Failures that re-running cannot fix: retrying would only burn attempts.
+_NOT_RETRIED: tuple[type[BaseException], ...] = (HookTimeout, UsageError)
+
+
+async def call_step(
+    fn: Callable[..., Awaitable[Any]],
+    options: StepOptions,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    execution = current_execution.get()
+    if execution is None:
+        return await fn(*args, **kwargs)  # plain call outside a workflow
+    if current_step.get() is not None:
+        raise UsageError(
+            f"step {options.name!r} called from inside another step; call steps from the "
+            "workflow body",
+            run_id=execution.run_id,
+        )
+    step_id = execution.next_step_id(options.name)
+    index = execution.index
+    if step_id in index.completed:
+        return index.completed[step_id]
+    failures = index.failures.get(step_id, [])
+    if failures and failures[-1].final:
+        raise _step_failed(execution, step_id, failures[-1].error)
+    attempt = len(failures)
+    if failures and failures[-1].timer_id and failures[-1].timer_id not in index.fired:
+        raise Suspend(failures[-1].timer_id)  # still backing off
+
+    while True:
+        if execution.flush_before_step:
+            # A recorded result must be durable before another step's side effects run,
+            # or a crash during this step would re-run the previous one too.
+            await execution.flush()
+        if (step_id, attempt) not in index.started:
+            execution.record(
+                "step.started", {"step_id": step_id, "name": options.name, "attempt": attempt}
+            )
+            _faults.crash_point("after_step_start")
+        else:
+            _faults.crash_point("before_step_reexecute")
+        scope = StepScope(step_id, options.name)
+        token = current_step.set(scope)
+        try:
+            if options.timeout is None:
+                result = await fn(*args, **kwargs)
+            else:
+                async with asyncio.timeout(options.timeout):
+                    result = await fn(*args, **kwargs)
+        except Suspend:
+            raise
+        except Exception as exc:
+            attempt = await _record_failure(execution, options, step_id, attempt, exc)
+            continue
+        finally:
+            current_step.reset(token)
+        encoded = encode_value(
+            result,
+            what=f"result of step {step_id!r}",
+            limit=execution.runtime.limits.max_payload_bytes,
+            run_id=execution.run_id,
+        )
+        value = execution.runtime.decode(encoded)
+        execution.record_raw(
+            "step.completed",
+            encode_fragment("result", encoded, step_id=step_id),
+            {"step_id": step_id, "result": value},
+        )
+        if step_id in execution.checkpoints:
+            execution.checkpoints.pop(step_id)
+            execution.op("D", step_id)
+        execution.flush_before_step = True
+        _faults.crash_point("after_step_completed")
+        return value
+
+
+async def _record_failure(
+    execution: Execution, options: StepOptions, step_id: str, attempt: int, exc: Exception
+) -> int:
+    """Record a failed attempt. Returns the next attempt number when it retries at once;
+    raises Suspend (durable backoff) or StepFailed (out of attempts)."""
+    error = describe_error(exc)
+    retryable = not isinstance(exc, _NOT_RETRIED)
+    if not retryable or attempt >= options.retries:
+        execution.record(
+            "step.failed", {"step_id": step_id, "attempt": attempt, "error": error, "final": True}
+        )
+        if step_id in execution.checkpoints:
+            execution.checkpoints.pop(step_id)
+            execution.op("D", step_id)
+        execution.flush_before_step = True
+        raise _step_failed(execution, step_id, error) from exc
+    delay = options.retry_delay * options.backoff**attempt
+    if delay <= 0:
+        execution.record(
+            "step.failed", {"step_id": step_id, "attempt": attempt, "error": error, "final": False}
+        )
+        execution.flush_before_step = True
+        return attempt + 1
+    timer_id = f"r.{step_id}.{attempt}"
+    due = now_ms() + int(delay * 1000)
+    execution.record(
+        "step.failed",
+        {
+            "step_id": step_id,
+            "attempt": attempt,
+            "error": error,
+            "final": False,
+            "timer_id": timer_id,
+            "retry_at": due,
+        },
+    )
+    member = f"{execution.run_id}|t|{timer_id}"
+    execution.op("Z", due, member)
+    execution.op("F", "dl", member)
+    raise Suspend(timer_id)
+
+
+def _step_failed(execution: Execution, step_id: str, error: dict[str, Any]) -> StepFailed:
+    return StepFailed(
+        f"step {step_id!r} failed: {error.get('type')}: {error.get('message')}",
+        run_id=execution.run_id,
+        step_id=step_id,
+        error_type=error.get("type"),
+    )

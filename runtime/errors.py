@@ -1,0 +1,156 @@
+"""The exception tree of Parley.
+
+Every error the runtime raises on purpose derives from :class:`ParleyError`, and
+carries the run id and/or hook id it concerns, so a log line or an HTTP error
+response can always say *which* run went wrong::
+
+    ParleyError
+    ├── UsageError                 the API was called the wrong way (outside a step, bad name, ...)
+    │   └── WorkflowNotFound       no workflow registered under that name
+    ├── InvalidToken               a hook token that is not "<run_id>:<hook_id>"
+    ├── InvalidPayload             an answer/result/checkpoint that is not JSON or fails the schema
+    │   └── PayloadTooLarge        bigger than the configured limit
+    ├── RunNotFound                no run with that id
+    ├── RunFinished                the run already completed, failed or was cancelled
+    ├── HookNotFound               the run exists but has no such hook
+    ├── HookAlreadyAnswered        a *different* payload was already accepted (conflict)
+    ├── HookExpired                the hook's deadline passed before an answer came
+    │   └── HookCancelled          the run was cancelled while the hook was pending
+    ├── HookTimeout                raised inside the workflow/step when on_timeout="raise"
+    ├── EventLimitExceeded         the run reached its maximum number of events
+    ├── LeaseLost                  this worker no longer owns the run (another took over)
+    ├── StepFailed                 a step raised after its last retry
+    ├── RunFailed                  `Runtime.wait` on a run that failed
+    ├── RunCancelled               `Runtime.wait` on a run that was cancelled
+    └── WaitTimeout                `Runtime.wait` gave up before the run finished
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EventLimitExceeded",
+    "HookAlreadyAnswered",
+    "HookCancelled",
+    "HookExpired",
+    "HookNotFound",
+    "HookTimeout",
+    "InvalidPayload",
+    "InvalidToken",
+    "LeaseLost",
+    "ParleyError",
+    "PayloadTooLarge",
+    "RunCancelled",
+    "RunFailed",
+    "RunFinished",
+    "RunNotFound",
+    "StepFailed",
+    "UsageError",
+    "WaitTimeout",
+    "WorkflowNotFound",
+]
+
+
+class ParleyError(Exception):
+    """Root of every error Parley raises on purpose.
+
+    ``code`` is a stable machine-readable identifier (used as the ``error`` field
+    of HTTP/websocket error responses).
+    """
+
+    code = "parley_error"
+
+    def __init__(
+        self, message: str, *, run_id: str | None = None, hook_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.run_id = run_id
+        self.hook_id = hook_id
+
+    def __str__(self) -> str:
+        where = []
+        if self.run_id is not None:
+            where.append(f"run={self.run_id}")
+        if self.hook_id is not None:
+            where.append(f"hook={self.hook_id}")
+        return f"{self.message} ({', '.join(where)})" if where else self.message
+
+
+class UsageError(ParleyError):
+    code = "usage_error"
+
+
+class WorkflowNotFound(UsageError):
+    code = "workflow_not_found"
+
+
+class InvalidToken(ParleyError):
+    code = "invalid_token"
+
+
+class InvalidPayload(ParleyError):
+    code = "invalid_payload"
+
+
+class PayloadTooLarge(InvalidPayload):
+    code = "payload_too_large"
+
+
+class RunNotFound(ParleyError):
+    code = "run_not_found"
+
+
+class RunFinished(ParleyError):
+    code = "run_finished"
+
+
+class HookNotFound(ParleyError):
+    code = "hook_not_found"
+
+
+class HookAlreadyAnswered(ParleyError):
+    code = "hook_already_answered"
+
+
+class HookExpired(ParleyError):
+    code = "hook_expired"
+
+
+class HookCancelled(HookExpired):
+    code = "hook_cancelled"
+
+
+class HookTimeout(ParleyError):
+    code = "hook_timeout"
+
+
+class EventLimitExceeded(ParleyError):
+    code = "event_limit_exceeded"
+
+
+class LeaseLost(ParleyError):
+    code = "lease_lost"
+
+
+class StepFailed(ParleyError):
+    code = "step_failed"
+
+    def __init__(
+        self, message: str, *, run_id: str | None = None, step_id: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.step_id = step_id
+        self.error_type = error_type
+
+
+class RunFailed(ParleyError):
+    code = "run_failed"
+
+
+class RunCancelled(ParleyError):
+    code = "run_cancelled"
+
+
+class WaitTimeout(ParleyError):
+    code = "wait_timeout"

@@ -1,0 +1,83 @@
+"""What the runtime reports about runs, hooks and events."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class RunStatus(str, enum.Enum):
+    PENDING = "pending"  # enqueued: a worker will pick it up (start, answer, timer, retry)
+    RUNNING = "running"  # a worker holds its lease and is executing it
+    SUSPENDED = "suspended"  # waiting for a hook answer or a deadline; holds no worker
+    COMPLETED = "completed"  # the workflow returned; `result` holds its value
+    FAILED = "failed"  # the workflow raised; `error` says what
+    CANCELLED = "cancelled"  # cancelled by an operator; pending hooks and deadlines cleaned
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class HookStatus(str, enum.Enum):
+    PENDING = "pending"  # created, waiting for an answer
+    RECEIVED = "received"  # an answer was accepted
+    EXPIRED = "expired"  # its deadline passed first
+    CANCELLED = "cancelled"  # its run was cancelled first
+
+
+HOOK_STATUS_BY_CODE = {
+    "P": HookStatus.PENDING,
+    "R": HookStatus.RECEIVED,
+    "E": HookStatus.EXPIRED,
+    "C": HookStatus.CANCELLED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of a run's event log."""
+
+    id: str  # the Redis stream id: "<ms>-<seq>", ordered
+    type: str
+    data: dict[str, Any]
+
+    @property
+    def timestamp_ms(self) -> int:
+        return int(self.id.split("-", 1)[0])
+
+    def __repr__(self) -> str:
+        return f"<Event {self.id} {self.type}>"
+
+
+@dataclass(frozen=True, slots=True)
+class HookInfo:
+    token: str
+    run_id: str
+    hook_id: str
+    name: str
+    status: HookStatus
+    step_id: str | None = None
+    expires_at: float | None = None  # unix seconds
+    session: str | None = None
+    prompt: str | None = None
+    schema: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Hook {self.token} {self.status.value}>"
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    run_id: str
+    workflow: str
+    status: RunStatus
+    result: Any = None
+    error: dict[str, Any] | None = None
+    session: str | None = None
+    created_at: float | None = None
+    hooks: list[HookInfo] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"<Run {self.run_id} {self.status.value}>"

@@ -1,0 +1,445 @@
+"""The client side of Parley: start runs, answer hooks, inspect and cancel runs."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import jsonschema
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from . import _redis
+from ._codec import encode_value, loads
+from ._execution import encode_fragment, now_ms
+from ._keys import (
+    GROUP,
+    SESSION_ID_RE,
+    make_token,
+    outbox_key,
+    parse_token,
+    partition_of,
+    pending_hooks_key,
+    run_keys,
+    session_partition,
+    tasks_key,
+)
+from ._replay import parse_stream_entries
+from .errors import (
+    EventLimitExceeded,
+    HookAlreadyAnswered,
+    HookCancelled,
+    HookExpired,
+    HookNotFound,
+    InvalidPayload,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunNotFound,
+    UsageError,
+    WaitTimeout,
+)
+from .models import HOOK_STATUS_BY_CODE, Event, HookInfo, HookStatus, RunInfo, RunStatus
+from .registry import get_workflow
+
+DEFAULT_URL = "memory://"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what one run may store; exceeding one is a clear error, not a crash."""
+
+    max_payload_bytes: int = 64 * 1024  # a hook answer, a step/workflow result, run input
+    max_checkpoint_bytes: int = 256 * 1024  # one step checkpoint
+    max_events: int = 10_000  # events in one run's log
+
+
+class Runtime:
+    """A connection to a Parley store.
+
+    ``redis_url`` is ``redis://...`` or ``memory://`` (default: ``$REDIS_URL``, else the
+    embedded in-process store). ``partitions`` is fixed per deployment.
+    """
+
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        *,
+        partitions: int = 16,
+        lease_seconds: float = 30.0,
+        limits: Limits | None = None,
+    ) -> None:
+        if partitions < 1:
+            raise UsageError(f"partitions must be >= 1, got {partitions}")
+        self.url = redis_url or os.environ.get("REDIS_URL") or DEFAULT_URL
+        self.partitions = partitions
+        self.lease_ms = int(lease_seconds * 1000)
+        self.limits = limits or Limits()
+        self._redis: aioredis.Redis | None = None
+        self._scripts: _redis.Scripts | None = None
+        self._validators: dict[str, jsonschema.Draft202012Validator] = {}
+
+    def __repr__(self) -> str:
+        return f"<Runtime {self.url} partitions={self.partitions}>"
+
+    # connection ------------------------------------------------------------------------
+    async def connect(self) -> Runtime:
+        if self._redis is None:
+            self._redis = _redis.connect(self.url)
+            self._scripts = _redis.Scripts(self._redis)
+            await self.ensure_groups()
+        return self
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
+            self._redis = None
+            self._scripts = None
+
+    async def __aenter__(self) -> Runtime:
+        return await self.connect()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        if self._redis is None:
+            raise UsageError("the runtime is not connected: use `async with Runtime(...)`")
+        return self._redis
+
+    @property
+    def scripts(self) -> _redis.Scripts:
+        if self._scripts is None:
+            raise UsageError("the runtime is not connected: use `async with Runtime(...)`")
+        return self._scripts
+
+    async def ensure_groups(self) -> None:
+        """Create each partition's task stream and consumer group (idempotent). Group id 0:
+        tasks added before the group existed are still delivered."""
+        for partition in range(self.partitions):
+            try:
+                await self.redis.xgroup_create(tasks_key(partition), GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    @staticmethod
+    def decode(data: bytes) -> Any:
+        return loads(data)
+
+    # runs ------------------------------------------------------------------------------
+    def _new_run_id(self, session: str | None) -> str:
+        while True:
+            run_id = "r-" + secrets.token_hex(12)
+            # A session's runs live in the session's partition, so prompts reach its
+            # outbox in the same single-slot script that records the hook.
+            if session is None or partition_of(run_id, self.partitions) == session_partition(
+                session, self.partitions
+            ):
+                return run_id
+
+    async def start(
+        self,
+        workflow: str | Callable[..., Any],
+        *args: Any,
+        session: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Start a run of ``workflow`` (the function or its registered name); returns its id."""
+        definition = get_workflow(workflow)
+        if session is not None:
+            check_session_id(session)
+        run_input = encode_value(
+            {"args": list(args), "kwargs": kwargs},
+            what="workflow input",
+            limit=self.limits.max_payload_bytes,
+        )
+        run_id = self._new_run_id(session)
+        keys = run_keys(run_id, self.partitions)
+        await self.scripts.start(
+            keys=[keys.run, keys.events, keys.tasks],
+            args=[run_id, definition.name, session or "", now_ms(), run_input],
+        )
+        return run_id
+
+    async def resume_hook(self, token: str, payload: Any) -> bool:
+        """Deliver ``payload`` as the answer of the hook ``token``.
+
+        Returns True when the answer was recorded, False when the same answer had already
+        been accepted (idempotent). Raises InvalidToken, HookNotFound, RunNotFound,
+        HookAlreadyAnswered (a different answer was accepted), HookExpired/HookCancelled,
+        RunFinished, InvalidPayload/PayloadTooLarge; none of these changes anything.
+        """
+        run_id, hook_id = parse_token(token)
+        encoded = encode_value(
+            payload,
+            what="hook payload",
+            limit=self.limits.max_payload_bytes,
+            run_id=run_id,
+            hook_id=hook_id,
+        )
+        keys = run_keys(run_id, self.partitions)
+        script_keys = [
+            keys.run, keys.events, keys.hooks, keys.tasks, keys.deadlines, keys.pending
+        ]
+        event = encode_fragment("payload", encoded, hook_id=hook_id)
+        digest = hashlib.sha1(encoded).hexdigest()
+        validated = "0"
+        while True:
+            reply = await self.scripts.resume(
+                keys=script_keys,
+                args=[
+                    run_id, hook_id, encoded, token, validated, self.limits.max_events,
+                    event, digest,
+                ],
+            )
+            outcome = reply[0].decode()
+            if outcome != "schema":
+                break
+            self._validate(loads(reply[1][2:])["schema"], payload, run_id, hook_id)
+            validated = "1"
+        if outcome == "ok":
+            return True
+        if outcome == "dup":
+            return False
+        raise _resume_error(outcome, reply, run_id, hook_id)
+
+    def _validate(self, schema: dict[str, Any], payload: Any, run_id: str, hook_id: str) -> None:
+        schema_key = _redis_text(encode_value(schema, what="schema", limit=1 << 30))
+        validator = self._validators.get(schema_key)
+        if validator is None:
+            validator = self._validators[schema_key] = jsonschema.Draft202012Validator(schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(payload))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+            raise InvalidPayload(
+                f"answer does not match the hook's schema at {where}: {error.message}",
+                run_id=run_id,
+                hook_id=hook_id,
+            )
+
+    async def get_run(self, run_id: str) -> RunInfo:
+        keys = run_keys(_check_run_id(run_id), self.partitions)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.run)
+            pipe.hgetall(keys.hooks)
+            run, hooks = await pipe.execute()
+        if not run:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        return _run_info(run_id, run, hooks)
+
+    async def wait(self, run_id: str, timeout: float = 30.0) -> Any:
+        """Wait until the run finishes; return its result, or raise RunFailed /
+        RunCancelled / WaitTimeout. Blocks on the run's event stream (no polling)."""
+        keys = run_keys(_check_run_id(run_id), self.partitions)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + timeout
+        while True:
+            # Atomic: the status and the last event id describe the same moment, so the
+            # blocking read below cannot miss the event that finished the run.
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hmget(keys.run, "status", "out")
+                pipe.xrevrange(keys.events, count=1)
+                (status, out), last = await pipe.execute()
+            if status is None:
+                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+            state = RunStatus(status.decode())
+            if state is RunStatus.COMPLETED:
+                return loads(out)
+            if state is RunStatus.FAILED:
+                error = loads(out) if out else {}
+                raise RunFailed(
+                    f"run failed: {error.get('type')}: {error.get('message')}", run_id=run_id
+                )
+            if state is RunStatus.CANCELLED:
+                raise RunCancelled("run was cancelled", run_id=run_id)
+            remaining = give_up - loop.time()
+            if remaining <= 0:
+                raise WaitTimeout(
+                    f"run still {state.value} after {timeout:g}s", run_id=run_id
+                )
+            last_id = last[0][0] if last else b"0-0"
+            await self.redis.xread(
+                {keys.events: last_id}, count=1, block=max(1, int(min(remaining, 5.0) * 1000))
+            )
+
+    async def events(self, run_id: str) -> list[Event]:
+        keys = run_keys(_check_run_id(run_id), self.partitions)
+        entries = await self.redis.xrange(keys.events)
+        if not entries and not await self.redis.exists(keys.run):
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        return parse_stream_entries(entries)
+
+    async def list_hooks(
+        self, status: str | HookStatus | None = "pending", *, run_id: str | None = None
+    ) -> list[HookInfo]:
+        """Hooks of one run (any status), or the pending hooks of every run."""
+        wanted = None if status is None else HookStatus(status)
+        if run_id is not None:
+            keys = run_keys(_check_run_id(run_id), self.partitions)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hget(keys.run, "session")
+                pipe.hgetall(keys.hooks)
+                session, hooks = await pipe.execute()
+            infos = _hook_infos(run_id, hooks, _opt_text(session))
+            return [h for h in infos if wanted is None or h.status is wanted]
+        if wanted is not HookStatus.PENDING:
+            raise UsageError("listing hooks of every run supports status='pending' only")
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for partition in range(self.partitions):
+                pipe.smembers(pending_hooks_key(partition))
+            members = await pipe.execute()
+        tokens = sorted(t.decode() for group in members for t in group)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for token in tokens:
+                rid, hook_id = parse_token(token)
+                keys = run_keys(rid, self.partitions)
+                pipe.hget(keys.hooks, hook_id)
+                pipe.hget(keys.run, "session")
+            values = await pipe.execute()
+        result = []
+        for i, token in enumerate(tokens):
+            value, session = values[2 * i], values[2 * i + 1]
+            if value is not None and value[:1] == b"P":
+                rid, hook_id = parse_token(token)
+                result.append(_hook_info(rid, hook_id, value, _opt_text(session)))
+        return result
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> None:
+        """Cancel a pending, running or suspended run: its pending hooks and deadlines are
+        cleaned and a running worker loses the run at its next write."""
+        keys = run_keys(_check_run_id(run_id), self.partitions)
+        reply = await self.scripts.cancel(
+            keys=[
+                keys.run, keys.events, keys.hooks, keys.ckpt, keys.tasks, keys.deadlines,
+                keys.pending,
+            ],
+            args=[run_id, encode_fragment("reason", b"null") if reason is None
+                  else encode_value({"reason": reason}, what="reason", limit=4096), now_ms()],
+        )
+        outcome = reply[0].decode()
+        if outcome == "no_run":
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        if outcome == "finished":
+            raise RunFinished(f"run already {reply[1].decode()}", run_id=run_id)
+
+    # sessions --------------------------------------------------------------------------
+    @staticmethod
+    def new_session_id() -> str:
+        return secrets.token_urlsafe(24)
+
+    def outbox_key(self, session: str) -> str:
+        return outbox_key(check_session_id(session), self.partitions)
+
+    async def read_outbox(
+        self, session: str, after: str = "0-0", *, count: int = 100, block_ms: int | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Messages of a session's outbox after the stream id ``after``."""
+        key = self.outbox_key(session)
+        reply = await self.redis.xread({key: after}, count=count, block=block_ms)
+        out = []
+        for _stream, entries in reply or []:
+            for entry_id, fields in entries:
+                out.append((entry_id.decode(), loads(fields[b"m"])))
+        return out
+
+    async def post_to_session(self, session: str, message: dict[str, Any]) -> str:
+        """Append a message (agent text, status) to a session's outbox."""
+        data = encode_value(message, what="message", limit=self.limits.max_payload_bytes)
+        entry_id = await self.redis.xadd(self.outbox_key(session), {"m": data})
+        return str(entry_id.decode())
+
+
+def check_session_id(session: str) -> str:
+    if not isinstance(session, str) or not SESSION_ID_RE.match(session):
+        raise UsageError(f"a session id must match {SESSION_ID_RE.pattern}, got {session!r}")
+    return session
+
+
+def _check_run_id(run_id: str) -> str:
+    from ._keys import RUN_ID_RE
+
+    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+        raise RunNotFound(f"expected a run id like 'r-' + 24 hex digits, got {run_id!r}")
+    return run_id
+
+
+def _redis_text(value: bytes) -> str:
+    return value.decode()
+
+
+def _opt_text(value: bytes | None) -> str | None:
+    return value.decode() if value else None
+
+
+def _resume_error(outcome: str, reply: list[Any], run_id: str, hook_id: str) -> Exception:
+    ids = {"run_id": run_id, "hook_id": hook_id}
+    if outcome == "no_run":
+        return RunNotFound(f"no run {run_id!r}", run_id=run_id)
+    if outcome == "no_hook":
+        return HookNotFound(f"run has no hook {hook_id!r}", **ids)
+    if outcome == "conflict":
+        return HookAlreadyAnswered("a different answer was already accepted", **ids)
+    if outcome == "expired":
+        return HookExpired("the hook expired before this answer", **ids)
+    if outcome == "cancelled":
+        return HookCancelled("the run was cancelled; the hook no longer takes answers", **ids)
+    if outcome == "finished":
+        return RunFinished(f"run already {reply[1].decode()}", **ids)
+    if outcome == "limit":
+        return EventLimitExceeded("the run reached its maximum number of events", **ids)
+    raise AssertionError(f"unexpected resume outcome {outcome!r}")
+
+
+def _hook_info(run_id: str, hook_id: str, value: bytes, session: str | None) -> HookInfo:
+    meta = loads(value[2:])
+    expires = meta.get("expires_at")
+    return HookInfo(
+        token=make_token(run_id, hook_id),
+        run_id=run_id,
+        hook_id=hook_id,
+        name=meta["name"],
+        status=HOOK_STATUS_BY_CODE[value[:1].decode()],
+        step_id=meta.get("step_id"),
+        expires_at=None if expires is None else expires / 1000,
+        session=session,
+        prompt=meta.get("prompt"),
+        schema=meta.get("schema"),
+    )
+
+
+def _hook_infos(run_id: str, hooks: dict[bytes, bytes], session: str | None) -> list[HookInfo]:
+    return [
+        _hook_info(run_id, field.decode(), value, session)
+        for field, value in sorted(hooks.items())
+        if b"!" not in field
+    ]
+
+
+def _run_info(run_id: str, run: dict[bytes, bytes], hooks: dict[bytes, bytes]) -> RunInfo:
+    status = RunStatus(run[b"status"].decode())
+    out = run.get(b"out")
+    session = _opt_text(run.get(b"session"))
+    created = run.get(b"created")
+    return RunInfo(
+        run_id=run_id,
+        workflow=run[b"wf"].decode(),
+        status=status,
+        result=loads(out) if out and status is RunStatus.COMPLETED else None,
+        error=loads(out) if out and status is RunStatus.FAILED else None,
+        session=session,
+        created_at=int(created) / 1000 if created else None,
+        hooks=_hook_infos(run_id, hooks, session),
+    )

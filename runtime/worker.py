@@ -1,0 +1,289 @@
+"""The worker: a consumer-group member that executes runs, fires deadlines, reclaims the
+tasks of dead workers and heartbeats its long executions.
+
+A worker holds an asyncio task only for a run it is *executing*; a suspended run costs
+Redis bytes and nothing here. Background loops: tasks, deadlines, reclaim, heartbeat —
+four, whatever the number of runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ._execution import Abort, Execution, now_ms
+from ._keys import GROUP, deadlines_key, partition_prefix, pending_hooks_key, run_keys, tasks_key
+from ._replay import parse_stream_entries
+from .errors import WorkflowNotFound
+from .registry import get_workflow
+from .runtime import Runtime
+
+log = logging.getLogger("parley.worker")
+
+_OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def import_apps(app: str | ModuleType | Iterable[str | ModuleType] | None) -> None:
+    """Import the module(s) whose ``@workflow`` definitions this worker executes."""
+    if app is None:
+        return
+    apps = [app] if isinstance(app, str | ModuleType) else list(app)
+    for item in apps:
+        if isinstance(item, str):
+            importlib.import_module(item)
+
+
+class Worker:
+    def __init__(
+        self,
+        runtime: Runtime,
+        app: str | ModuleType | Iterable[str | ModuleType] | None = None,
+        *,
+        concurrency: int = 64,
+        name: str | None = None,
+        block_seconds: float = 1.0,
+        timer_tick: float = 0.05,
+        visibility_timeout: float | None = None,
+    ) -> None:
+        import_apps(app)
+        self.runtime = runtime
+        self.concurrency = concurrency
+        self.consumer = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.block_ms = int(block_seconds * 1000)
+        self.timer_tick = timer_tick
+        visibility = visibility_timeout if visibility_timeout is not None else (
+            runtime.lease_ms / 1000
+        )
+        self.visibility_ms = int(visibility * 1000)
+        self._running: dict[str, Execution] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+        self._streams = {tasks_key(p): ">" for p in range(runtime.partitions)}
+
+    def __repr__(self) -> str:
+        return f"<Worker {self.consumer} running={len(self._running)}>"
+
+    @property
+    def running(self) -> int:
+        """Runs executing right now."""
+        return len(self._running)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self, *, drain: bool = False) -> None:
+        """Work until :meth:`stop`; with ``drain=True``, return as soon as no task is ready
+        and no execution is in flight (deterministic tests)."""
+        await self.runtime.connect()
+        if drain:
+            await self._drain()
+            return
+        loops = [
+            asyncio.create_task(self._task_loop(), name="parley-tasks"),
+            asyncio.create_task(self._timer_loop(), name="parley-deadlines"),
+            asyncio.create_task(self._reclaim_loop(), name="parley-reclaim"),
+            asyncio.create_task(self._heartbeat_loop(), name="parley-heartbeat"),
+        ]
+        try:
+            await self._stopping.wait()
+        finally:
+            for loop in loops:
+                loop.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def drain(self) -> None:
+        await self.run(drain=True)
+
+    # loops -----------------------------------------------------------------------------
+    async def _drain(self) -> None:
+        while True:
+            await self.fire_due()
+            reply = await self.runtime.redis.xreadgroup(
+                GROUP, self.consumer, self._streams, count=self.concurrency
+            )
+            self._dispatch(reply)
+            if not self._tasks:
+                return
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _task_loop(self) -> None:
+        backoff = _Backoff("task loop")
+        while True:
+            free = self.concurrency - len(self._tasks)
+            if free <= 0:
+                await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+                continue
+            try:
+                reply = await self.runtime.redis.xreadgroup(
+                    GROUP, self.consumer, self._streams, count=free, block=self.block_ms
+                )
+            except _OUTAGE as exc:
+                await backoff.wait(exc)
+                continue
+            backoff.reset()
+            self._dispatch(reply)
+
+    async def _timer_loop(self) -> None:
+        backoff = _Backoff("deadline loop")
+        while True:
+            try:
+                next_due = await self.fire_due()
+            except _OUTAGE as exc:
+                await backoff.wait(exc)
+                continue
+            backoff.reset()
+            delay = self.timer_tick
+            if next_due is not None:
+                delay = min(delay, max(0.0, (next_due - now_ms()) / 1000))
+            await asyncio.sleep(delay)
+
+    async def fire_due(self, limit: int = 500) -> int | None:
+        """Fire every due deadline (one pipelined round trip for all partitions); returns
+        the earliest deadline still pending (ms), or None."""
+        while True:
+            now = now_ms()
+            async with self.runtime.redis.pipeline(transaction=False) as pipe:
+                for p in range(self.runtime.partitions):
+                    await self.runtime.scripts.fire_due(
+                        keys=[deadlines_key(p), tasks_key(p), pending_hooks_key(p)],
+                        args=[now, limit, partition_prefix(p)],
+                        client=pipe,
+                    )
+                replies = await pipe.execute()
+            saturated = any(int(fired) >= limit for fired, _ in replies)
+            if not saturated:
+                dues = [int(float(nxt)) for _, nxt in replies if nxt]
+                return min(dues) if dues else None
+
+    async def _reclaim_loop(self) -> None:
+        backoff = _Backoff("reclaim loop")
+        while True:
+            await asyncio.sleep(self.visibility_ms / 2000)
+            try:
+                await self.reclaim()
+            except _OUTAGE as exc:
+                await backoff.wait(exc)
+                continue
+            backoff.reset()
+
+    async def reclaim(self) -> int:
+        """Take over tasks idle longer than the visibility timeout (their worker died)."""
+        reclaimed = 0
+        for stream in self._streams:
+            start = "0-0"
+            while True:
+                reply = await self.runtime.redis.xautoclaim(
+                    stream, GROUP, self.consumer, self.visibility_ms, start, count=100
+                )
+                start, messages = reply[0], reply[1]
+                live = [(mid, fields) for mid, fields in messages if fields]
+                if live:
+                    log.warning("reclaimed %d task(s) from %s", len(live), stream)
+                    reclaimed += len(live)
+                    self._dispatch([[stream.encode(), live]])
+                if start in (b"0-0", "0-0"):
+                    break
+        return reclaimed
+
+    async def _heartbeat_loop(self) -> None:
+        backoff = _Backoff("heartbeat loop")
+        while True:
+            await asyncio.sleep(self.runtime.lease_ms / 3000)
+            executions = list(self._running.values())
+            if not executions:
+                continue
+            try:
+                async with self.runtime.redis.pipeline(transaction=False) as pipe:
+                    until = now_ms() + self.runtime.lease_ms
+                    for execution in executions:
+                        await self.runtime.scripts.heartbeat(
+                            keys=[execution.keys.run, execution.keys.tasks],
+                            args=[execution.fence, until, self.consumer],
+                            client=pipe,
+                        )
+                    await pipe.execute()
+            except _OUTAGE as exc:
+                await backoff.wait(exc)
+                continue
+            backoff.reset()
+
+    # executing one run -----------------------------------------------------------------
+    def _dispatch(self, reply: Any) -> None:
+        for _stream, messages in reply or []:
+            for msg_id, fields in messages:
+                run_id = fields[b"r"].decode()
+                if run_id in self._running:
+                    continue  # executing it already; the message stays pending for later
+                task = asyncio.create_task(self._execute(run_id, msg_id.decode()))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _execute(self, run_id: str, msg_id: str) -> None:
+        rt = self.runtime
+        keys = run_keys(run_id, rt.partitions)
+        try:
+            reply = await rt.scripts.claim(
+                keys=[keys.run, keys.events, keys.ckpt, keys.tasks],
+                args=[self.consumer, now_ms(), rt.lease_ms, msg_id],
+            )
+            if reply[0] != b"ok":
+                return  # finished/suspended (stale task, acked) or busy (left pending)
+            fence, wf_name, session, entries, flat_ckpt = reply[1:6]
+            try:
+                workflow = get_workflow(wf_name.decode())
+            except WorkflowNotFound as exc:
+                log.error("cannot execute run %s: %s; task left for another worker", run_id, exc)
+                return
+            execution = Execution(
+                rt,
+                keys,
+                workflow,
+                fence.decode(),
+                session.decode() or None,
+                parse_stream_entries(entries),
+                {flat_ckpt[i].decode(): flat_ckpt[i + 1] for i in range(0, len(flat_ckpt), 2)},
+            )
+            self._running[run_id] = execution
+            try:
+                await execution.run()
+            finally:
+                self._running.pop(run_id, None)
+        except Abort as abort:
+            log.warning("run %s: %s", run_id, abort.error)
+        except _OUTAGE as exc:
+            log.error("run %s: Redis unavailable (%s); its task will be retried", run_id, exc)
+        except Exception:
+            log.exception("run %s: execution crashed; its task will be retried", run_id)
+
+
+class _Backoff:
+    """Exponential backoff for a loop while Redis is unreachable; logs the outage once."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.delay = 0.0
+
+    async def wait(self, exc: BaseException) -> None:
+        if self.delay == 0.0:
+            log.error("%s: Redis unavailable (%s); retrying with backoff", self.what, exc)
+        self.delay = min(max(self.delay * 2, 0.05), 2.0)
+        await asyncio.sleep(self.delay)
+
+    def reset(self) -> None:
+        if self.delay:
+            log.warning("%s: Redis reachable again", self.what)
+        self.delay = 0.0
+
+
