@@ -26,7 +26,10 @@ from .errors import (
 from .models import Event, HookInfo, HookStatus, RunInfo, RunStatus
 from .primitives import (
     STEP_HOOK_TIMEOUT,
+    RunContext,
+    current_run,
     delete_step_checkpoint,
+    emit,
     hook,
     load_step_checkpoint,
     save_step_checkpoint,
@@ -55,6 +58,7 @@ __all__ = [
     "ParleyError",
     "PayloadTooLarge",
     "RunCancelled",
+    "RunContext",
     "RunFailed",
     "RunFinished",
     "RunInfo",
@@ -66,7 +70,9 @@ __all__ = [
     "WaitTimeout",
     "Worker",
     "WorkflowNotFound",
+    "current_run",
     "delete_step_checkpoint",
+    "emit",
     "hook",
     "load_step_checkpoint",
     "save_step_checkpoint",

@@ -66,8 +66,7 @@ def parse_duration(value: Duration, *, what: str = "duration") -> float:
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
     else:
         raise UsageError(
-            f"{what} must be seconds, a timedelta or a string like '5m', "
-            f"got {type(value).__name__}"
+            f"{what} must be seconds, a timedelta or a string like '5m', got {type(value).__name__}"
         )
     if seconds < 0:
         raise UsageError(f"{what} must not be negative, got {value!r}")

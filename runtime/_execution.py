@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("parley.execution")
 
 
-class Suspend(BaseException):  # noqa: N818 - control flow, not an error
+class Suspend(BaseException):
     """Unwinds the workflow to the worker: the run waits for ``wait`` (hook or timer id).
 
     A BaseException so that user code's ``except Exception`` (or an agent framework's
@@ -43,7 +43,7 @@ class Suspend(BaseException):  # noqa: N818 - control flow, not an error
         self.step_id = step_id
 
 
-class Abort(BaseException):  # noqa: N818 - control flow, not an error
+class Abort(BaseException):
     """Unwinds the workflow to the worker without writing anything more (lease lost)."""
 
     def __init__(self, error: Exception) -> None:
@@ -240,9 +240,7 @@ class Execution:
         except Exception as exc:
             await self._finish_failed(exc)
             return
-        self.record_raw(
-            "workflow.completed", b'{"result":' + encoded + b"}", {"result": None}
-        )
+        self.record_raw("workflow.completed", b'{"result":' + encoded + b"}", {"result": None})
         self._notify_status("completed")
         try:
             await self._apply("finish", status="completed", value=encoded)
@@ -261,7 +259,9 @@ class Execution:
 
     def _notify_status(self, status: str, **extra: Any) -> None:
         if self.session:
-            self.op("O", dumps({"type": "status", "status": status, "run_id": self.run_id, **extra}))
+            self.op(
+                "O", dumps({"type": "status", "status": status, "run_id": self.run_id, **extra})
+            )
 
 
 def describe_error(exc: BaseException) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from .errors import InvalidToken
 
 PREFIX = "parley"
 GROUP = "workers"
+# Names of the workflows some worker can execute (a single key: read alone, never in a script).
+WORKFLOWS_KEY = f"{PREFIX}:workflows"
 
 # A run id is "r-" + 24 hex digits; hook ids are built from names restricted below, so a
 # token "<run_id>:<hook_id>" splits unambiguously and is safe in a URL path.
@@ -52,7 +54,9 @@ def outbox_key(session_id: str, partitions: int) -> str:
     """The session's outbox stream. It lives in the session's partition, and runs bound to
     a session get ids in that same partition, so a hook's prompt is written to the outbox
     in the same single-slot script that records the hook (also on Redis Cluster)."""
-    return partition_prefix(session_partition(session_id, partitions)) + f"session:{session_id}:outbox"
+    return (
+        partition_prefix(session_partition(session_id, partitions)) + f"session:{session_id}:outbox"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,15 @@ def connect(url: str) -> aioredis.Redis:
         client: aioredis.Redis = fakeredis.FakeAsyncRedis(server=server)
         return client
     if url.startswith(("redis://", "rediss://", "unix://")):
-        return aioredis.Redis.from_url(
-            url, health_check_interval=15, socket_keepalive=True, retry_on_timeout=True
+        # A blocking pool: under a burst, callers wait for a connection instead of failing.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=256,
+            timeout=30,
+            health_check_interval=15,
+            socket_keepalive=True,
         )
+        return aioredis.Redis(connection_pool=pool)
     raise UsageError(
         f"expected a Redis URL 'redis://host:port[/db]', 'rediss://...', 'unix://...' or "
         f"'memory://[name]', got {url!r}"

@@ -188,7 +188,8 @@ for _, m in ipairs(due) do
         redis.call('HINCRBY', run, 'nev', 1)
         if rs[2] and rs[2] ~= '' then
           redis.call('XADD', ARGV[3] .. 'session:' .. rs[2] .. ':outbox', '*', 'm',
-            '{"type":"expired","run_id":"' .. run_id .. '","token":"' .. run_id .. ':' .. id .. '"}')
+            '{"type":"expired","run_id":"' .. run_id .. '","token":"' .. run_id .. ':' .. id
+            .. '"}')
         end
         wake = true
       end

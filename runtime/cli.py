@@ -25,7 +25,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="Redis URL (redis://host:port/db, or memory:// for the embedded store); "
         "default: $REDIS_URL, else memory://",
     )
-    parser.add_argument("--partitions", type=int, default=int(os.environ.get("PARLEY_PARTITIONS", "16")))
+    parser.add_argument(
+        "--partitions", type=int, default=int(os.environ.get("PARLEY_PARTITIONS", "16"))
+    )
     parser.add_argument("--log-level", default=os.environ.get("PARLEY_LOG_LEVEL", "INFO"))
 
 
@@ -35,10 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run a worker process")
     _add_common(worker)
-    worker.add_argument("--app", action="append", required=True,
-                        help="module defining the workflows (repeatable)")
+    worker.add_argument(
+        "--app", action="append", required=True, help="module defining the workflows (repeatable)"
+    )
     worker.add_argument("--concurrency", type=int, default=64)
-    worker.add_argument("--lease", type=float, default=30.0, help="lease / visibility timeout, seconds")
+    worker.add_argument(
+        "--lease", type=float, default=30.0, help="lease / visibility timeout, seconds"
+    )
 
     demo = sub.add_parser("demo", help="serve the chat-agent demo (server + worker in one process)")
     _add_common(demo)
@@ -70,10 +75,16 @@ async def _run_worker(args: argparse.Namespace) -> None:
     logging.getLogger("parley.worker").info(
         "worker %s started on %s (%d partitions)", worker.consumer, runtime.url, runtime.partitions
     )
-    # Readiness line for supervisors and tests (stdout, flushed).
-    print(f"parley worker ready {worker.consumer}", flush=True)
+
+    async def announce_ready() -> None:
+        await worker.ready.wait()
+        # Readiness line for supervisors and tests (stdout, flushed).
+        print(f"parley worker ready {worker.consumer}", flush=True)
+
     async with runtime:
+        ready = asyncio.create_task(announce_ready())
         await worker.run()
+        ready.cancel()
 
 
 def _worker_command(args: argparse.Namespace) -> int:
@@ -83,11 +94,12 @@ def _worker_command(args: argparse.Namespace) -> int:
 
 def _server_command(args: argparse.Namespace) -> int:
     try:
-        from server.cli import serve
+        from server.cli import serve  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:  # pragma: no cover - the server package ships with parley
         print(f"parley server is unavailable: {exc}", file=sys.stderr)
         return 2
-    return serve(args, demo=args.command == "demo")
+    code: int = serve(args, demo=args.command == "demo")
+    return code
 
 
 _commands.update({"worker": _worker_command, "server": _server_command, "demo": _server_command})

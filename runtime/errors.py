@@ -136,7 +136,11 @@ class StepFailed(ParleyError):
     code = "step_failed"
 
     def __init__(
-        self, message: str, *, run_id: str | None = None, step_id: str | None = None,
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_id: str | None = None,
         error_type: str | None = None,
     ) -> None:
         super().__init__(message, run_id=run_id)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-class RunStatus(str, enum.Enum):
+class RunStatus(enum.StrEnum):
     PENDING = "pending"  # enqueued: a worker will pick it up (start, answer, timer, retry)
     RUNNING = "running"  # a worker holds its lease and is executing it
     SUSPENDED = "suspended"  # waiting for a hook answer or a deadline; holds no worker
@@ -20,7 +20,7 @@ class RunStatus(str, enum.Enum):
         return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
-class HookStatus(str, enum.Enum):
+class HookStatus(enum.StrEnum):
     PENDING = "pending"  # created, waiting for an answer
     RECEIVED = "received"  # an answer was accepted
     EXPIRED = "expired"  # its deadline passed first

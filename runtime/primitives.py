@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import jsonschema
 
@@ -16,9 +17,15 @@ from ._execution import Execution, Suspend, current_execution, current_step, now
 from ._keys import NAME_RE
 from .errors import HookTimeout, UsageError
 
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
 __all__ = [
     "STEP_HOOK_TIMEOUT",
+    "RunContext",
+    "current_run",
     "delete_step_checkpoint",
+    "emit",
     "hook",
     "load_step_checkpoint",
     "save_step_checkpoint",
@@ -186,7 +193,12 @@ def _create_hook(
         expires_ms = now_ms() + int(parse_duration(timeout, what="timeout") * 1000)
     if prompt is None and schema is not None:
         prompt = schema.get("description") or schema.get("title")
-    meta = {"name": name, "step_id": step_id, "expires_at": expires_ms, "prompt": prompt}
+    meta: dict[str, Any] = {
+        "name": name,
+        "step_id": step_id,
+        "expires_at": expires_ms,
+        "prompt": prompt,
+    }
     if schema is not None:
         meta["schema"] = schema
     data = {"hook_id": hook_id, **meta}
@@ -268,3 +280,44 @@ async def delete_step_checkpoint() -> None:
     execution, step_id = _step_scope("delete_step_checkpoint()")
     if execution.checkpoints.pop(step_id, None) is not None:
         execution.op("D", step_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """Where the calling code runs: its run, its workflow, its chat session, its step."""
+
+    run_id: str
+    workflow: str
+    session: str | None
+    step_id: str | None
+    runtime: Runtime
+
+    def __repr__(self) -> str:
+        return f"<RunContext {self.run_id} step={self.step_id}>"
+
+
+def current_run() -> RunContext:
+    """The run (and step) the calling workflow or step code belongs to."""
+    execution = _execution("current_run()")
+    scope = current_step.get()
+    return RunContext(
+        run_id=execution.run_id,
+        workflow=execution.workflow.name,
+        session=execution.session,
+        step_id=None if scope is None else scope.step_id,
+        runtime=execution.runtime,
+    )
+
+
+async def emit(message: dict[str, Any]) -> str | None:
+    """Send a message (agent text, a status) to the run's chat session, if it has one.
+
+    Not recorded in the run's log: on re-execution it is sent again unless the step gates
+    it on its checkpoint. Returns the outbox entry id, or None without a session.
+    """
+    execution = _execution("emit()")
+    if not execution.session:
+        return None
+    return await execution.runtime.post_to_session(
+        execution.session, {"run_id": execution.run_id, **message}
+    )

@@ -72,6 +72,10 @@ def workflow(fn: Any = None, /, *, name: str | None = None) -> Any:
     return register(fn) if fn is not None else register
 
 
+def registered_workflows() -> list[str]:
+    return sorted(_workflows)
+
+
 def get_workflow(name_or_fn: str | Callable[..., Any]) -> WorkflowDef:
     if callable(name_or_fn):
         name = getattr(name_or_fn, "__parley_workflow__", None)

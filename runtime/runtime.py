@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -21,6 +21,7 @@ from ._execution import encode_fragment, now_ms
 from ._keys import (
     GROUP,
     SESSION_ID_RE,
+    WORKFLOWS_KEY,
     make_token,
     outbox_key,
     parse_token,
@@ -44,6 +45,7 @@ from .errors import (
     RunNotFound,
     UsageError,
     WaitTimeout,
+    WorkflowNotFound,
 )
 from .models import HOOK_STATUS_BY_CODE, Event, HookInfo, HookStatus, RunInfo, RunStatus
 from .registry import get_workflow
@@ -158,7 +160,7 @@ class Runtime:
         **kwargs: Any,
     ) -> str:
         """Start a run of ``workflow`` (the function or its registered name); returns its id."""
-        definition = get_workflow(workflow)
+        name = await self._workflow_name(workflow)
         if session is not None:
             check_session_id(session)
         run_input = encode_value(
@@ -170,9 +172,25 @@ class Runtime:
         keys = run_keys(run_id, self.partitions)
         await self.scripts.start(
             keys=[keys.run, keys.events, keys.tasks],
-            args=[run_id, definition.name, session or "", now_ms(), run_input],
+            args=[run_id, name, session or "", now_ms(), run_input],
         )
         return run_id
+
+    async def _workflow_name(self, workflow: str | Callable[..., Any]) -> str:
+        """The registered name; a name unknown here is accepted when a worker announced it
+        (a server need not import the workflows' code)."""
+        try:
+            return get_workflow(workflow).name
+        except WorkflowNotFound:
+            if isinstance(workflow, str) and await self.redis.sismember(WORKFLOWS_KEY, workflow):
+                return workflow
+            raise
+
+    async def announce_workflows(self, names: Iterable[str]) -> None:
+        """Record the workflow names a worker can execute (see :meth:`start`)."""
+        names = list(names)
+        if names:
+            await self.redis.sadd(WORKFLOWS_KEY, *names)
 
     async def resume_hook(self, token: str, payload: Any) -> bool:
         """Deliver ``payload`` as the answer of the hook ``token``.
@@ -191,9 +209,7 @@ class Runtime:
             hook_id=hook_id,
         )
         keys = run_keys(run_id, self.partitions)
-        script_keys = [
-            keys.run, keys.events, keys.hooks, keys.tasks, keys.deadlines, keys.pending
-        ]
+        script_keys = [keys.run, keys.events, keys.hooks, keys.tasks, keys.deadlines, keys.pending]
         event = encode_fragment("payload", encoded, hook_id=hook_id)
         digest = hashlib.sha1(encoded).hexdigest()
         validated = "0"
@@ -201,8 +217,14 @@ class Runtime:
             reply = await self.scripts.resume(
                 keys=script_keys,
                 args=[
-                    run_id, hook_id, encoded, token, validated, self.limits.max_events,
-                    event, digest,
+                    run_id,
+                    hook_id,
+                    encoded,
+                    token,
+                    validated,
+                    self.limits.max_events,
+                    event,
+                    digest,
                 ],
             )
             outcome = reply[0].decode()
@@ -267,9 +289,7 @@ class Runtime:
                 raise RunCancelled("run was cancelled", run_id=run_id)
             remaining = give_up - loop.time()
             if remaining <= 0:
-                raise WaitTimeout(
-                    f"run still {state.value} after {timeout:g}s", run_id=run_id
-                )
+                raise WaitTimeout(f"run still {state.value} after {timeout:g}s", run_id=run_id)
             last_id = last[0][0] if last else b"0-0"
             await self.redis.xread(
                 {keys.events: last_id}, count=1, block=max(1, int(min(remaining, 5.0) * 1000))
@@ -277,7 +297,7 @@ class Runtime:
 
     async def events(self, run_id: str) -> list[Event]:
         keys = run_keys(_check_run_id(run_id), self.partitions)
-        entries = await self.redis.xrange(keys.events)
+        entries: Any = await self.redis.xrange(keys.events)
         if not entries and not await self.redis.exists(keys.run):
             raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
         return parse_stream_entries(entries)
@@ -323,11 +343,21 @@ class Runtime:
         keys = run_keys(_check_run_id(run_id), self.partitions)
         reply = await self.scripts.cancel(
             keys=[
-                keys.run, keys.events, keys.hooks, keys.ckpt, keys.tasks, keys.deadlines,
+                keys.run,
+                keys.events,
+                keys.hooks,
+                keys.ckpt,
+                keys.tasks,
+                keys.deadlines,
                 keys.pending,
             ],
-            args=[run_id, encode_fragment("reason", b"null") if reason is None
-                  else encode_value({"reason": reason}, what="reason", limit=4096), now_ms()],
+            args=[
+                run_id,
+                encode_fragment("reason", b"null")
+                if reason is None
+                else encode_value({"reason": reason}, what="reason", limit=4096),
+                now_ms(),
+            ],
         )
         outcome = reply[0].decode()
         if outcome == "no_run":
@@ -348,7 +378,7 @@ class Runtime:
     ) -> list[tuple[str, dict[str, Any]]]:
         """Messages of a session's outbox after the stream id ``after``."""
         key = self.outbox_key(session)
-        reply = await self.redis.xread({key: after}, count=count, block=block_ms)
+        reply: Any = await self.redis.xread({key: after}, count=count, block=block_ms)
         out = []
         for _stream, entries in reply or []:
             for entry_id, fields in entries:
@@ -358,7 +388,7 @@ class Runtime:
     async def post_to_session(self, session: str, message: dict[str, Any]) -> str:
         """Append a message (agent text, status) to a session's outbox."""
         data = encode_value(message, what="message", limit=self.limits.max_payload_bytes)
-        entry_id = await self.redis.xadd(self.outbox_key(session), {"m": data})
+        entry_id: Any = await self.redis.xadd(self.outbox_key(session), {"m": data})
         return str(entry_id.decode())
 
 

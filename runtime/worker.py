@@ -25,7 +25,7 @@ from ._execution import Abort, Execution, now_ms
 from ._keys import GROUP, deadlines_key, partition_prefix, pending_hooks_key, run_keys, tasks_key
 from ._replay import parse_stream_entries
 from .errors import WorkflowNotFound
-from .registry import get_workflow
+from .registry import get_workflow, registered_workflows
 from .runtime import Runtime
 
 log = logging.getLogger("parley.worker")
@@ -61,14 +61,15 @@ class Worker:
         self.consumer = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.block_ms = int(block_seconds * 1000)
         self.timer_tick = timer_tick
-        visibility = visibility_timeout if visibility_timeout is not None else (
-            runtime.lease_ms / 1000
+        visibility = (
+            visibility_timeout if visibility_timeout is not None else (runtime.lease_ms / 1000)
         )
         self.visibility_ms = int(visibility * 1000)
         self._running: dict[str, Execution] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
-        self._streams = {tasks_key(p): ">" for p in range(runtime.partitions)}
+        self.ready = asyncio.Event()  # set once connected, announced and consuming
+        self._streams: dict[Any, Any] = {tasks_key(p): ">" for p in range(runtime.partitions)}
 
     def __repr__(self) -> str:
         return f"<Worker {self.consumer} running={len(self._running)}>"
@@ -85,6 +86,7 @@ class Worker:
         """Work until :meth:`stop`; with ``drain=True``, return as soon as no task is ready
         and no execution is in flight (deterministic tests)."""
         await self.runtime.connect()
+        await self.runtime.announce_workflows(registered_workflows())
         if drain:
             await self._drain()
             return
@@ -94,6 +96,7 @@ class Worker:
             asyncio.create_task(self._reclaim_loop(), name="parley-reclaim"),
             asyncio.create_task(self._heartbeat_loop(), name="parley-heartbeat"),
         ]
+        self.ready.set()
         try:
             await self._stopping.wait()
         finally:
@@ -285,5 +288,3 @@ class _Backoff:
         if self.delay:
             log.warning("%s: Redis reachable again", self.what)
         self.delay = 0.0
-
-

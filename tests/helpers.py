@@ -8,7 +8,7 @@ from types import TracebackType
 from runtime import Worker
 
 
-class running:  # noqa: N801 - used like a function: `async with running(worker):`
+class running:
     """Run a worker in the background for the duration of an ``async with`` block."""
 
     def __init__(self, worker: Worker) -> None:

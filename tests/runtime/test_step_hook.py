@@ -10,8 +10,8 @@ import pytest
 from runtime import (
     STEP_HOOK_TIMEOUT,
     HookTimeout,
-    Runtime,
     RunStatus,
+    Runtime,
     Worker,
     delete_step_checkpoint,
     load_step_checkpoint,
@@ -47,8 +47,9 @@ async def review_step(draft: str) -> dict[str, Any]:
     else:
         state = checkpoint["state"]
     calls["before_hook"] += 1
-    feedback = await step_hook("human_review", timeout="24h", on_created=_remember,
-                               on_timeout="return")
+    feedback = await step_hook(
+        "human_review", timeout="24h", on_created=_remember, on_timeout="return"
+    )
     if feedback is STEP_HOOK_TIMEOUT:
         return {"state": state, "feedback": None}
     return {"state": state, "feedback": feedback}
@@ -81,8 +82,13 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
     assert await rt.redis.exists(ckpt_key) == 0  # checkpoint gone after completion
     types = [e.type for e in await rt.events(run_id)]
     assert types == [
-        "workflow.started", "step.started", "hook.created", "step.suspended",
-        "hook.received", "step.completed", "workflow.completed",
+        "workflow.started",
+        "step.started",
+        "hook.created",
+        "step.suspended",
+        "hook.received",
+        "step.completed",
+        "workflow.completed",
     ]
 
 
@@ -201,7 +207,9 @@ async def test_checkpoint_save_load_delete(rt: Runtime, worker: Worker) -> None:
     await rt.resume_hook(tokens[0], 7)
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == {
-        "restored": {"n": 2}, "after_delete": None, "answer": 7
+        "restored": {"n": 2},
+        "after_delete": None,
+        "answer": 7,
     }
 
 

@@ -1,0 +1,118 @@
+"""Workflows executed by worker *processes* in the crash/zombie/scale tests.
+
+Side effects are counted in Redis (``test:<what>:<run_id>``) so the test process can
+check what ran where and how often.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from runtime import (
+    STEP_HOOK_TIMEOUT,
+    Runtime,
+    current_run,
+    load_step_checkpoint,
+    save_step_checkpoint,
+    step,
+    step_hook,
+    workflow,
+)
+
+_client: aioredis.Redis | None = None
+_runtime: Runtime | None = None
+
+
+def counters() -> aioredis.Redis:
+    global _client
+    if _client is None:
+        _client = aioredis.Redis.from_url(os.environ["PARLEY_TEST_REDIS"])
+    return _client
+
+
+async def count(what: str) -> int:
+    return int(await counters().incr(f"test:{what}:{current_run().run_id}"))
+
+
+async def _on_created(token: str) -> None:
+    await counters().rpush(f"test:created:{token.split(':')[0]}", token)
+
+
+@step
+async def hitl(timeout: float | None) -> Any:
+    checkpoint = await load_step_checkpoint()
+    if checkpoint is None:
+        await count("setup")
+        await save_step_checkpoint({"setup": "done"})
+    answer = await step_hook(
+        "answer", timeout=timeout, on_created=_on_created, on_timeout="return", prompt="Well?"
+    )
+    if answer is STEP_HOOK_TIMEOUT:
+        return "timed out"
+    await count("applied")
+    return {"answer": answer, "setup": checkpoint or {"setup": "done"}}
+
+
+@workflow(name="hitl")
+async def hitl_wf(timeout: float | None = None) -> Any:
+    return await hitl(timeout)
+
+
+@step
+async def two_rounds() -> list[Any]:
+    first = await step_hook("round", on_created=_on_created)
+    second = await step_hook("round", on_created=_on_created)
+    return [first, second]
+
+
+@workflow(name="two_rounds")
+async def two_rounds_wf() -> list[Any]:
+    return await two_rounds()
+
+
+@step
+async def answers_itself() -> Any:
+    global _runtime
+    if _runtime is None:
+        _runtime = await Runtime(os.environ["PARLEY_TEST_REDIS"], partitions=4).connect()
+    rt = _runtime
+
+    async def answer_now(token: str) -> None:
+        await _on_created(token)
+        await rt.resume_hook(token, "fast")
+
+    return await step_hook("quick", on_created=answer_now)
+
+
+@workflow(name="fast_answer")
+async def fast_answer_wf() -> Any:
+    return await answers_itself()
+
+
+@step
+async def work(n: int) -> int:
+    await count("exec")
+    await asyncio.sleep(0.005)
+    return n * 2
+
+
+@workflow(name="batch")
+async def batch_wf(n: int) -> int:
+    return await work(n)
+
+
+@step
+async def slow_once() -> int:
+    if await count("slow") == 1:
+        await counters().set("test:zombie:entered", os.getpid())
+        await asyncio.sleep(2.5)  # paused (SIGSTOP) in here; then tries to complete
+    return os.getpid()
+
+
+@workflow(name="zombie")
+async def zombie_wf() -> int:
+    return await slow_once()

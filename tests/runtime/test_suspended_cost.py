@@ -1,0 +1,41 @@
+"""A suspended run costs Redis bytes only: no worker task, no thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from runtime import RunStatus, Runtime, Worker, step, step_hook, workflow
+from tests.helpers import running
+
+
+@step
+async def waits_for_visitor() -> object:
+    return await step_hook("visitor")
+
+
+@workflow(name="many_waiting")
+async def many_waiting() -> object:
+    return await waits_for_visitor()
+
+
+async def test_thousand_suspended_runs_hold_no_task_or_thread(redis_url: str) -> None:
+    async with Runtime(redis_url, partitions=4) as rt:
+        worker = Worker(rt, concurrency=64)
+        async with running(worker):
+            await worker.ready.wait()
+            idle_tasks = len(asyncio.all_tasks())
+            idle_threads = threading.active_count()
+            run_ids = await asyncio.gather(*(rt.start(many_waiting) for _ in range(1000)))
+            deadline = time.monotonic() + 60
+            while len(await rt.list_hooks()) < 1000:
+                assert time.monotonic() < deadline, "runs did not all suspend"
+                await asyncio.sleep(0.05)
+            while worker.running:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            assert len(asyncio.all_tasks()) <= idle_tasks
+            assert threading.active_count() <= idle_threads
+            statuses = {(await rt.get_run(r)).status for r in run_ids[:50]}
+            assert statuses == {RunStatus.SUSPENDED}

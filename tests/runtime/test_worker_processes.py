@@ -1,0 +1,185 @@
+"""Crash, zombie and sharing tests with real `parley worker` processes and real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis
+
+from runtime import RunStatus, Runtime
+from runtime._keys import run_keys
+from tests.processes import PARTITIONS, WorkerProcess, wait_until
+
+pytestmark = pytest.mark.e2e
+APP = "tests.apps.hitl_app"
+
+
+@pytest.fixture
+async def prt(redis_url: str) -> AsyncIterator[Runtime]:
+    async with Runtime(redis_url, partitions=PARTITIONS) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for proc in started:
+        proc.stop()
+
+
+async def _until_status(rt: Runtime, run_id: str, status: RunStatus, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while (await rt.get_run(run_id)).status is not status:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} never became {status.value}")
+        await asyncio.sleep(0.02)
+
+
+def _event_types(rt_events: list[object]) -> list[str]:
+    return [e.type for e in rt_events]  # type: ignore[attr-defined]
+
+
+async def test_durable_timeout_fires_after_the_creating_worker_died(
+    prt: Runtime, redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    first = WorkerProcess(redis_url, APP)
+    workers.append(first)
+    run_id = await prt.start("hitl", timeout=1.0)
+    await _until_status(prt, run_id, RunStatus.SUSPENDED)
+    first.kill()  # the deadline lives in Redis, not in this process
+    workers.append(WorkerProcess(redis_url, APP))
+    assert await prt.wait(run_id, timeout=15) == "timed out"
+    events = await prt.events(run_id)
+    created = next(e for e in events if e.type == "hook.created")
+    expired = next(e for e in events if e.type == "hook.expired")
+    assert expired.timestamp_ms >= created.data["expires_at"]  # never early
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "on_created_calls"),
+    [("after_hook_created", 1), ("after_on_created", 2)],
+)
+async def test_crash_after_hook_created_does_not_duplicate_it(
+    prt: Runtime,
+    redis_url: str,
+    sync_redis: redis.Redis,
+    workers: list[WorkerProcess],
+    crash_at: str,
+    on_created_calls: int,
+) -> None:
+    session = Runtime.new_session_id()
+    doomed = WorkerProcess(redis_url, APP, crash_at=crash_at)
+    workers.append(doomed)
+    run_id = await prt.start("hitl", session=session)
+    assert doomed.wait_exit() == -9  # died exactly at the crash point
+    workers.append(WorkerProcess(redis_url, APP))  # reclaims after the visibility timeout
+    await _until_status(prt, run_id, RunStatus.SUSPENDED)
+
+    created = sync_redis.lrange(f"test:created:{run_id}", 0, -1)
+    assert len(created) == on_created_calls  # at-least-once across a crash
+    [hook_info] = await prt.list_hooks(run_id=run_id)
+    assert await prt.resume_hook(hook_info.token, "yes")
+    assert await prt.wait(run_id, timeout=15) == {"answer": "yes", "setup": {"setup": "done"}}
+
+    types = _event_types(await prt.events(run_id))
+    assert types.count("hook.created") == 1
+    assert types.count("step.suspended") == 1
+    assert sync_redis.get(f"test:setup:{run_id}") == b"1"
+    assert sync_redis.get(f"test:applied:{run_id}") == b"1"
+    prompts = [m for _, m in await prt.read_outbox(session) if m["type"] == "prompt"]
+    assert len(prompts) == 1  # the visitor was prompted once
+    keys = run_keys(run_id, PARTITIONS)
+    assert sync_redis.xpending(keys.tasks, "workers")["pending"] == 0
+    assert sync_redis.exists(keys.ckpt) == 0
+    assert sync_redis.zcard(keys.deadlines) == 0
+
+
+async def test_crash_between_two_rounds(
+    prt: Runtime, redis_url: str, sync_redis: redis.Redis, workers: list[WorkerProcess]
+) -> None:
+    doomed = WorkerProcess(redis_url, APP, crash_at="after_hook_created@2")
+    workers.append(doomed)
+    run_id = await prt.start("two_rounds")
+    await _until_status(prt, run_id, RunStatus.SUSPENDED)
+    [first] = await prt.list_hooks(run_id=run_id)
+    await prt.resume_hook(first.token, "a")
+    assert doomed.wait_exit() == -9  # died creating the second round's hook
+    workers.append(WorkerProcess(redis_url, APP))
+    await _until_status(prt, run_id, RunStatus.SUSPENDED)
+    [second] = await prt.list_hooks(run_id=run_id)
+    assert second.token != first.token
+    await prt.resume_hook(second.token, "b")
+    assert await prt.wait(run_id, timeout=15) == ["a", "b"]
+    types = _event_types(await prt.events(run_id))
+    assert types.count("hook.created") == 2
+    assert types.count("step.suspended") == 2  # exactly one per round
+
+
+async def test_fast_answer_from_on_created_multi_process(
+    prt: Runtime, redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers.append(WorkerProcess(redis_url, APP))
+    workers.append(WorkerProcess(redis_url, APP))
+    run_ids = [await prt.start("fast_answer") for _ in range(20)]
+    for run_id in run_ids:
+        assert await prt.wait(run_id, timeout=15) == "fast"
+
+
+async def test_three_workers_share_runs_and_survive_a_kill(
+    prt: Runtime, redis_url: str, sync_redis: redis.Redis, workers: list[WorkerProcess]
+) -> None:
+    concurrency = 8
+    for _ in range(3):
+        workers.append(WorkerProcess(redis_url, APP, concurrency=concurrency))
+    run_ids = [await prt.start("batch", n) for n in range(300)]
+
+    def completed() -> int:
+        return sum(1 for k in sync_redis.scan_iter("test:exec:*", count=1000))
+
+    wait_until(lambda: completed() >= 60, 30, "60 runs to execute")
+    workers[1].kill()
+    results = [await prt.wait(run_id, timeout=30) for run_id in run_ids]
+    assert results == [n * 2 for n in range(300)]
+    executions = [int(sync_redis.get(f"test:exec:{r}") or 0) for r in run_ids]
+    assert all(e >= 1 for e in executions)
+    # only runs the killed worker was executing may have run their step twice
+    assert sum(e - 1 for e in executions) <= concurrency
+    for run_id in run_ids:
+        types = _event_types(await prt.events(run_id))
+        assert types.count("workflow.completed") == 1
+    for p in range(PARTITIONS):
+        assert sync_redis.xpending(f"parley:{{p:{p}}}:tasks", "workers")["pending"] == 0
+
+
+async def test_zombie_worker_cannot_append(
+    prt: Runtime, redis_url: str, sync_redis: redis.Redis, workers: list[WorkerProcess]
+) -> None:
+    zombie = WorkerProcess(redis_url, APP)
+    workers.append(zombie)
+    run_id = await prt.start("zombie")
+    wait_until(lambda: sync_redis.get("test:zombie:entered") is not None, 15, "the slow step")
+    zombie.pause()  # past its lease: no heartbeat, its task is reclaimed
+    rescuer = WorkerProcess(redis_url, APP)
+    workers.append(rescuer)
+    assert await prt.wait(run_id, timeout=15) == rescuer.pid
+    zombie.resume()  # wakes up, finishes its step, tries to record it
+    wait_until(
+        lambda: "lease_lost" in zombie.log() or "took over" in zombie.log(),
+        15,
+        "the zombie to be refused",
+    )
+    types = _event_types(await prt.events(run_id))
+    assert types.count("step.completed") == 1
+    assert types.count("workflow.completed") == 1
+    assert types[-1] == "workflow.completed"
