@@ -155,6 +155,12 @@ async def _wait_for_hook(
     token = execution.token(hook_id)
     if hook_id not in index.hooks_created:
         _create_hook(execution, name, hook_id, step_id, timeout, schema, prompt, token)
+        if on_created is None:
+            # Nobody learns the token before the suspension: record the hook in the same
+            # script as the suspension (one round trip fewer).
+            raise Suspend(hook_id, step_id)
+        # on_created hands the token out, and its answer may come back at once: the hook
+        # must be durable before that.
         await execution.flush()
         _faults.crash_point("after_hook_created")
     if hook_id not in index.suspended_on and hook_id not in execution.notified:
