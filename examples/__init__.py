@@ -1,0 +1,1 @@
+"""Example workflows for Parley (the chat-agent demo lives in ``support_agent``)."""

@@ -1,0 +1,157 @@
+"""The demo: a support-agent workflow whose step runs an agent loop over a scripted model
+and asks the visitor questions through ``step_hook`` (the seed's pattern).
+
+When the ``ask_visitor`` tool surfaces a :class:`HookInterrupt`, the step checkpoints the
+transcript and the pending tool call, then suspends in ``step_hook``. On resume the step
+re-executes from the top: it restores the transcript from the checkpoint, appends the
+answer (or "the visitor did not respond" on timeout) as the tool result and continues the
+loop — earlier model turns are not re-run, so their streamed text is not shown again.
+
+Environment (read by the worker): ``PARLEY_DEMO_PROMPT_TIMEOUT`` (default ``10m``),
+``PARLEY_DEMO_CHUNK_DELAY`` seconds between streamed chunks (default ``0.03``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import orjson
+
+from runtime import (
+    STEP_HOOK_TIMEOUT,
+    Runtime,
+    delete_step_checkpoint,
+    load_step_checkpoint,
+    save_step_checkpoint,
+    step,
+    step_hook,
+    workflow,
+)
+from runtime._execution import current_execution  # no public "current run" helper yet
+
+from .agent import TOOLS, HookInterrupt, run_agent
+from .model import NO_RESPONSE, Message, ScriptedModel
+
+__all__ = ["agent_step", "calls_key", "support_agent"]
+
+log = logging.getLogger("parley.demo")
+
+SYSTEM = "You are Parley's support agent. Use the tools; ask the visitor when unsure."
+
+
+def calls_key(run_id: str) -> str:
+    """Hash of call counters of a run: ``turn:<n>`` model calls per turn, ``on_created``."""
+    return f"parley:demo:calls:{run_id}"
+
+
+class RunContext:
+    """The run a step executes in: its id, its session and where its text goes."""
+
+    def __init__(self) -> None:
+        execution = current_execution.get()
+        if execution is None:
+            raise RuntimeError("the support agent step runs only inside a workflow run")
+        self.rt: Runtime = execution.runtime
+        self.run_id = execution.run_id
+        self.session = execution.session
+        self._seq: dict[int, int] = {}
+
+    async def count(self, field: str) -> None:
+        key = calls_key(self.run_id)
+        async with self.rt.redis.pipeline(transaction=True) as pipe:
+            pipe.hincrby(key, field, 1)
+            pipe.expire(key, 86_400)
+            await pipe.execute()
+
+    async def count_model_call(self, turn: int) -> None:
+        await self.count(f"turn:{turn}")
+
+    async def text(self, turn: int, chunk: str) -> None:
+        """Stream a chunk of turn ``turn``'s text to the session. Ids are deterministic
+        (run, turn, seq): a turn re-run after a crash repeats ids the page already has."""
+        seq = self._seq.get(turn, 0)
+        self._seq[turn] = seq + 1
+        if self.session:
+            await self.rt.post_to_session(
+                self.session,
+                {
+                    "type": "text",
+                    "run_id": self.run_id,
+                    "message_id": f"{self.run_id}:{turn}",
+                    "seq": seq,
+                    "delta": chunk,
+                },
+            )
+
+
+def answer_schema(args: dict[str, Any]) -> dict[str, Any]:
+    question = str(args.get("question", ""))
+    choices = args.get("choices")
+    if choices:
+        return {"type": "string", "enum": list(choices), "title": question}
+    return {"type": "string", "minLength": 1, "maxLength": 500, "title": question}
+
+
+def as_text(answer: Any) -> str:
+    return answer if isinstance(answer, str) else orjson.dumps(answer).decode()
+
+
+@step(name="agent")
+async def agent_step(message: str) -> str:
+    ctx = RunContext()
+    model = ScriptedModel(
+        chunk_delay=float(os.environ.get("PARLEY_DEMO_CHUNK_DELAY", "0.03")),
+        count=ctx.count_model_call,
+    )
+    checkpoint = await load_step_checkpoint()
+    messages: list[Message]
+    pending: dict[str, Any] | None
+    if checkpoint is None:
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": message}]
+        pending = None
+    else:  # re-executed after a suspension: the transcript, not the model, is the truth
+        messages, pending = checkpoint["messages"], checkpoint["pending"]
+
+    async def surfaced(token: str) -> None:
+        # The engine already wrote the prompt to the session outbox (atomically with the
+        # hook); here the step only records that the visitor was prompted.
+        log.info("run %s: asked the visitor (token %s)", ctx.run_id, token)
+        await ctx.count("on_created")
+
+    while True:
+        if pending is not None:
+            answer = await step_hook(
+                pending["hook"],
+                timeout=os.environ.get("PARLEY_DEMO_PROMPT_TIMEOUT", "10m"),
+                on_created=surfaced,
+                schema=answer_schema(pending["args"]),
+                on_timeout="return",
+                prompt=str(pending["args"].get("question", "")),
+            )
+            content = NO_RESPONSE if answer is STEP_HOOK_TIMEOUT else as_text(answer)
+            messages.append(
+                {"role": "tool", "tool_call_id": pending["tool_call_id"],
+                 "name": "ask_visitor", "content": content}
+            )
+            pending = None
+        try:
+            reply = await run_agent(model, TOOLS, messages, ctx.text)
+        except HookInterrupt as interrupt:
+            pending = {
+                "hook": f"ask_visitor-{interrupt.tool_call_id}",
+                "tool_call_id": interrupt.tool_call_id,
+                "args": interrupt.request,
+            }
+            await save_step_checkpoint({"messages": messages, "pending": pending})
+            continue
+        await delete_step_checkpoint()
+        return reply
+
+
+@workflow(name="support_agent")
+async def support_agent(message: str) -> dict[str, Any]:
+    """One visitor message → the agent's reply (it may ask the visitor on the way)."""
+    reply = await agent_step(message)
+    return {"reply": reply}

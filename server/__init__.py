@@ -1,0 +1,9 @@
+"""Parley's server: the HTTP JSON API, the websocket gateway of chat sessions, and the
+chat widget's static files (Starlette, served by uvicorn)."""
+
+from __future__ import annotations
+
+from .app import ServerConfig, create_app
+from .errors import ApiError
+
+__all__ = ["ApiError", "ServerConfig", "create_app"]

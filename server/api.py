@@ -1,0 +1,223 @@
+"""The HTTP JSON API: runs, hooks, sessions, health.
+
+Everything under ``/api`` except ``POST /api/sessions`` (the widget's) requires
+``Authorization: Bearer <PARLEY_API_KEY>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from runtime import Event, HookInfo, HookStatus, RunInfo, UsageError
+
+from .errors import ApiError
+
+if TYPE_CHECKING:
+    from .app import ServerContext
+
+
+def hook_json(hook: HookInfo) -> dict[str, Any]:
+    return {
+        "token": hook.token,
+        "run_id": hook.run_id,
+        "hook_id": hook.hook_id,
+        "name": hook.name,
+        "status": hook.status.value,
+        "step_id": hook.step_id,
+        "expires_at": hook.expires_at,
+        "session": hook.session,
+        "prompt": hook.prompt,
+        "schema": hook.schema,
+    }
+
+
+def run_json(run: RunInfo) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "workflow": run.workflow,
+        "status": run.status.value,
+        "result": run.result,
+        "error": run.error,
+        "session": run.session,
+        "created_at": run.created_at,
+        "hooks": [hook_json(h) for h in run.hooks],
+        "pending_hooks": [hook_json(h) for h in run.hooks if h.status is HookStatus.PENDING],
+    }
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    return {"id": event.id, "type": event.type, "data": event.data}
+
+
+def ctx_of(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.ctx
+    return ctx
+
+
+def require_api_key(request: Request) -> ServerContext:
+    ctx = ctx_of(request)
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    challenge = {"WWW-Authenticate": 'Bearer realm="parley"'}
+    if scheme.lower() != "bearer" or not key:
+        raise ApiError(
+            401, "unauthorized", "expected a header 'Authorization: Bearer <API key>'", challenge
+        )
+    if not hmac.compare_digest(key.strip().encode(), ctx.config.api_key.encode()):
+        raise ApiError(401, "unauthorized", "the API key is not valid", challenge)
+    return ctx
+
+
+async def read_json(request: Request, *, limit: int, required: bool = True) -> Any:
+    """The request's JSON body, read at most ``limit`` bytes far."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(
+            413, "request_too_large", f"the body may be at most {limit} bytes, got {declared}"
+        )
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(
+                413, "request_too_large", f"the body may be at most {limit} bytes, got more"
+            )
+    if not body:
+        if required:
+            raise ApiError(400, "malformed", "expected a JSON object body, got an empty body")
+        return {}
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, "malformed", f"expected a JSON body: {exc}") from None
+
+
+def expect_object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ApiError(400, "malformed", f"expected {what} to be a JSON object, got {_kind(value)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    return {
+        dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+        int: "a number", float: "a number", type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status, media_type="application/json")
+
+
+async def healthz(request: Request) -> Response:
+    ctx = ctx_of(request)
+    try:
+        await ctx.runtime.redis.ping()
+    except Exception as exc:  # the store is down: report it, do not raise
+        return JSONResponse({"status": "unavailable", "redis": str(exc)}, 503)
+    return JSONResponse({"status": "ok"})
+
+
+async def start_run(request: Request) -> Response:
+    ctx = require_api_key(request)
+    body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
+    unknown = sorted(set(body) - {"workflow", "args", "kwargs", "session"})
+    if unknown:
+        raise ApiError(
+            400, "malformed",
+            f"unknown field(s) {', '.join(unknown)}; expected workflow, args, kwargs, session",
+        )
+    workflow = body.get("workflow")
+    args = body.get("args", [])
+    kwargs = body.get("kwargs", {})
+    session = body.get("session")
+    if not isinstance(workflow, str) or not workflow:
+        raise ApiError(400, "malformed", f"expected 'workflow' to be a name, got {_kind(workflow)}")
+    if not isinstance(args, list):
+        raise ApiError(400, "malformed", f"expected 'args' to be an array, got {_kind(args)}")
+    kwargs = expect_object(kwargs, "'kwargs'")
+    if session is not None:
+        if not isinstance(session, str):
+            raise ApiError(
+                400, "malformed", f"expected 'session' to be a session id, got {_kind(session)}"
+            )
+        await ctx.sessions.require(session)
+    run_id = await ctx.runtime.start(workflow, *args, session=session, **kwargs)
+    if session is not None:
+        await ctx.sessions.bind(session, run_id)
+    return _json({"run_id": run_id, "status": "pending", "session": session}, 201)
+
+
+async def get_run(request: Request) -> Response:
+    ctx = require_api_key(request)
+    info = await ctx.runtime.get_run(request.path_params["run_id"])
+    return _json(run_json(info))
+
+
+async def run_events(request: Request) -> Response:
+    ctx = require_api_key(request)
+    run_id = request.path_params["run_id"]
+    events = await ctx.runtime.events(run_id)
+    return _json({"run_id": run_id, "events": [event_json(e) for e in events]})
+
+
+async def cancel_run(request: Request) -> Response:
+    ctx = require_api_key(request)
+    body = expect_object(
+        await read_json(request, limit=ctx.config.max_body_bytes, required=False), "the body"
+    )
+    reason = body.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise ApiError(400, "malformed", f"expected 'reason' to be a string, got {_kind(reason)}")
+    run_id = request.path_params["run_id"]
+    await ctx.runtime.cancel(run_id, reason)
+    return _json({"run_id": run_id, "status": "cancelled"})
+
+
+async def list_hooks(request: Request) -> Response:
+    ctx = require_api_key(request)
+    status = request.query_params.get("status", "pending")
+    run_id = request.query_params.get("run_id")
+    if status not in {s.value for s in HookStatus} | {"all"}:
+        raise ApiError(
+            400, "malformed",
+            f"expected status pending, received, expired, cancelled or all, got {status!r}",
+        )
+    if run_id is None and status != "pending":
+        raise UsageError("listing hooks of every run supports status=pending only; add run_id")
+    hooks = await ctx.runtime.list_hooks(None if status == "all" else status, run_id=run_id)
+    return _json({"hooks": [hook_json(h) for h in hooks]})
+
+
+async def answer_hook(request: Request) -> Response:
+    ctx = require_api_key(request)
+    body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
+    if "payload" not in body:
+        raise ApiError(400, "malformed", 'expected a body {"payload": <answer>}, got no payload')
+    token = request.path_params["token"]
+    recorded = await ctx.sessions.answer(token, body["payload"])
+    return _json({"token": token, "recorded": recorded, "duplicate": not recorded})
+
+
+async def create_session(request: Request) -> Response:
+    ctx = ctx_of(request)
+    session = await ctx.sessions.create()
+    return _json({"session_id": session}, 201)
+
+
+ROUTES = [
+    Route("/healthz", healthz, methods=["GET"]),
+    Route("/api/runs", start_run, methods=["POST"]),
+    Route("/api/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
+    Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/api/hooks", list_hooks, methods=["GET"]),
+    Route("/api/hooks/{token}", answer_hook, methods=["POST"]),
+    Route("/api/sessions", create_session, methods=["POST"]),
+]

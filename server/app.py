@@ -1,0 +1,101 @@
+"""The Starlette application: HTTP API, websocket gateway, the widget and the demo page."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from runtime import Runtime, Worker
+
+from .api import ROUTES
+from .errors import EXCEPTION_HANDLERS
+from .sessions import Sessions
+from .ws import session_socket
+
+log = logging.getLogger("parley.server")
+
+WIDGET_DIR = Path(__file__).resolve().parent.parent / "widget"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    api_key: str
+    chat_workflow: str | None = None  # started by a visitor's message on the websocket
+    max_body_bytes: int = 256 * 1024  # an HTTP request body
+    max_frame_bytes: int = 64 * 1024  # a websocket frame from the page
+    ws_rate: float = 10.0  # frames per second per socket ...
+    ws_burst: int = 20  # ... with bursts up to this many
+    ws_block_ms: int = 10_000  # one blocking read of the outbox
+    widget_dir: Path = WIDGET_DIR
+
+
+@dataclass(slots=True)
+class ServerContext:
+    runtime: Runtime
+    config: ServerConfig
+    sessions: Sessions
+    worker: Worker | None = None
+
+
+def create_app(
+    runtime: Runtime,
+    api_key: str,
+    *,
+    chat_workflow: str | None = None,
+    run_worker: bool = False,
+    config: ServerConfig | None = None,
+) -> Starlette:
+    """The server app on ``runtime`` (connected and closed by the app's lifespan).
+
+    ``run_worker`` also runs a :class:`runtime.Worker` in the server's event loop (the
+    demo: one process). ``config`` overrides the limits; ``api_key`` and
+    ``chat_workflow`` win over the ones it holds.
+    """
+    if not api_key:
+        raise ValueError("create_app needs a non-empty API key")
+    base = config or ServerConfig(api_key=api_key)
+    cfg = dataclasses.replace(
+        base,
+        api_key=api_key,
+        chat_workflow=chat_workflow if chat_workflow is not None else base.chat_workflow,
+    )
+    ctx = ServerContext(runtime, cfg, Sessions(runtime))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with runtime:
+            task: asyncio.Task[None] | None = None
+            if run_worker:
+                ctx.worker = Worker(runtime)
+                task = asyncio.create_task(ctx.worker.run(), name="parley-worker")
+                log.info("in-process worker %s started", ctx.worker.consumer)
+            try:
+                yield
+            finally:
+                if ctx.worker is not None and task is not None:
+                    ctx.worker.stop()
+                    await task
+
+    async def index(request: Request) -> Response:
+        return FileResponse(cfg.widget_dir / "demo.html", media_type="text/html")
+
+    routes = [
+        *ROUTES,
+        WebSocketRoute("/ws/sessions/{session_id}", session_socket),
+        Route("/", index, methods=["GET"]),
+        Mount("/widget", StaticFiles(directory=cfg.widget_dir), name="widget"),
+    ]
+    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    app.state.ctx = ctx
+    return app

@@ -1,0 +1,125 @@
+"""Chat sessions: created for the widget, bound to the runs they start, and the one place
+where an answer is delivered (``resume_hook``) and announced to the session's page.
+
+A session is a random, unguessable id (``Runtime.new_session_id``). Besides the runtime's
+outbox stream, the server keeps a small hash per session (``...:session:<sid>:meta``, next
+to the outbox, same hash slot) holding when it was created and its active run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from runtime import InvalidToken, RunNotFound, Runtime, UsageError
+
+from .errors import ApiError, ForbiddenHook
+
+SESSION_TTL_SECONDS = 7 * 24 * 3600
+START_LOCK_MS = 10_000
+MAX_MESSAGE_CHARS = 4000
+
+
+class Sessions:
+    def __init__(self, runtime: Runtime, *, ttl_seconds: int = SESSION_TTL_SECONDS) -> None:
+        self.rt = runtime
+        self.ttl_seconds = ttl_seconds
+
+    def _meta_key(self, session: str) -> str:
+        outbox = self.rt.outbox_key(session)  # validates the id (UsageError)
+        return outbox[: -len("outbox")] + "meta"
+
+    async def create(self) -> str:
+        session = self.rt.new_session_id()
+        key = self._meta_key(session)
+        async with self.rt.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping={"created": int(time.time() * 1000)})
+            pipe.expire(key, self.ttl_seconds)
+            await pipe.execute()
+        return session
+
+    async def exists(self, session: str) -> bool:
+        try:
+            key = self._meta_key(session)
+        except UsageError:
+            return False
+        return bool(await self.rt.redis.exists(key))
+
+    async def require(self, session: str) -> None:
+        if not await self.exists(session):
+            raise ApiError(404, "session_not_found", f"no session {session!r}")
+
+    async def bind(self, session: str, run_id: str) -> None:
+        """Make ``run_id`` the session's active run (keeps the session alive)."""
+        key = self._meta_key(session)
+        async with self.rt.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, "run", run_id)
+            pipe.expire(key, self.ttl_seconds)
+            await pipe.execute()
+
+    async def active_run(self, session: str) -> str | None:
+        """The session's run that has not finished yet, if any."""
+        raw = await self.rt.redis.hget(self._meta_key(session), "run")
+        if not raw:
+            return None
+        run_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+        try:
+            info = await self.rt.get_run(run_id)
+        except RunNotFound:
+            return None
+        return None if info.status.finished else run_id
+
+    async def start_chat(self, session: str, workflow: str, text: Any) -> str:
+        """A visitor's message: shown in the session, then a run of ``workflow(text)`` bound
+        to the session. Refused (ApiError 409 ``busy``) while the session's previous run is
+        still going, so a session has at most one active run."""
+        if not isinstance(text, str) or not text.strip():
+            raise ApiError(400, "invalid_message", "expected a non-empty message text")
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise ApiError(
+                413,
+                "message_too_large",
+                f"a message may have at most {MAX_MESSAGE_CHARS} characters, got {len(text)}",
+            )
+        lock = self._meta_key(session)[: -len("meta")] + "starting"
+        # Closes the race of two sockets of one session sending at the same moment: both
+        # would see no active run and start two.
+        if not await self.rt.redis.set(lock, b"1", nx=True, px=START_LOCK_MS):
+            raise ApiError(409, "busy", "the previous message is still being handled")
+        try:
+            active = await self.active_run(session)
+            if active is not None:
+                raise ApiError(
+                    409,
+                    "busy",
+                    f"the agent is still working on run {active}; answer its question or "
+                    "wait for its reply before sending a new message",
+                )
+            await self.rt.post_to_session(session, {"type": "visitor", "text": text})
+            run_id = await self.rt.start(workflow, text, session=session)
+            await self.bind(session, run_id)
+            return run_id
+        finally:
+            await self.rt.redis.delete(lock)
+
+    async def answer(self, token: Any, payload: Any, *, session: str | None = None) -> bool:
+        """Deliver an answer through ``resume_hook`` (THE resume path). With ``session``,
+        the hook must belong to a run of that session. A recorded answer is announced to
+        the run's session (``{"type": "answered", ...}``) so every open page shows it."""
+        if not isinstance(token, str) or ":" not in token:
+            raise InvalidToken(f"expected a token '<run_id>:<hook_id>', got {token!r:.80}")
+        run_id = token.partition(":")[0]
+        info = await self.rt.get_run(run_id)
+        if session is not None and info.session != session:
+            raise ForbiddenHook(
+                "this hook belongs to another session; a page may only answer its own "
+                "session's prompts",
+                run_id=run_id,
+            )
+        recorded = await self.rt.resume_hook(token, payload)
+        if recorded and info.session:
+            await self.rt.post_to_session(
+                info.session,
+                {"type": "answered", "run_id": run_id, "token": token, "payload": payload},
+            )
+        return recorded

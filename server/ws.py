@@ -1,0 +1,225 @@
+"""The websocket gateway of a chat session: ``/ws/sessions/{session_id}?after=<id>``.
+
+Server → page: every message of the session's outbox stream after ``after`` (``0-0`` for a
+fresh page), each with its stream ``id``: prompts (``token``, ``hook``, ``prompt``,
+``schema``, ``expires_at``, plus the hook's current ``state``), agent text chunks, answers,
+expiries, run status. A page that reconnects with the last id it saw gets everything after
+it and nothing twice. Replies to the page's own frames: ``ack`` / ``error`` (echoing its
+``ref``), ``pong``.
+
+Page → server (JSON text frames of at most ``max_frame_bytes``, at most ``rate`` per
+second): ``{"type": "answer", "token", "payload"}`` (through ``resume_hook``; only hooks of
+this session), ``{"type": "message", "text"}`` (starts the chat workflow), ``{"type":
+"ping"}``. A bad frame gets an error frame and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketState
+
+from runtime import ParleyError
+
+from .errors import ApiError, error_body, parley_error_body
+
+if TYPE_CHECKING:
+    from .app import ServerContext
+
+log = logging.getLogger("parley.server.ws")
+
+STREAM_ID_RE = re.compile(r"^\d{1,20}-\d{1,20}$")
+CLOSE_UNKNOWN_SESSION = 4404
+CLOSE_BAD_REQUEST = 4400
+CLOSE_POLICY = 1008  # too many rejected frames in a row
+CLOSE_UNAVAILABLE = 1011
+MAX_REJECTED_IN_A_ROW = 50
+
+
+class RateLimiter:
+    """Token bucket: ``rate`` frames per second, bursts up to ``burst``."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self.tokens = float(burst)
+        self.stamp = time.monotonic()
+
+    def allow(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class SessionSocket:
+    """One open websocket of one session."""
+
+    def __init__(self, ctx: ServerContext, websocket: WebSocket, session: str) -> None:
+        self.ctx = ctx
+        self.ws = websocket
+        self.session = session
+        self.config = ctx.config
+        self.limiter = RateLimiter(ctx.config.ws_rate, ctx.config.ws_burst)
+        self._send_lock = asyncio.Lock()
+        self.rejected_in_a_row = 0
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        async with self._send_lock:
+            await self.ws.send_text(orjson.dumps(frame).decode())
+
+    # server -> page --------------------------------------------------------------------
+    async def pump(self, after: str) -> None:
+        """Tail the session's outbox and forward every message after ``after``."""
+        rt = self.ctx.runtime
+        try:
+            while True:
+                messages = await rt.read_outbox(
+                    self.session, after, count=100, block_ms=self.config.ws_block_ms
+                )
+                for entry_id, message in messages:
+                    frame = {**message, "id": entry_id}
+                    if message.get("type") == "prompt":
+                        frame["state"] = await self._hook_state(message)
+                    await self.send(frame)
+                    after = entry_id
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # store unreachable or socket gone: the page reconnects
+            log.warning("session %s: outbox tail stopped: %s", self.session, exc)
+            with contextlib.suppress(Exception):
+                await self.ws.close(CLOSE_UNAVAILABLE, "the message store is unavailable")
+
+    async def _hook_state(self, prompt: dict[str, Any]) -> str:
+        """pending / received / expired / cancelled: a replayed prompt that was answered
+        is shown as answered, even if its ``answered`` message was never written."""
+        run_id, token = prompt.get("run_id"), prompt.get("token")
+        if not isinstance(run_id, str):
+            return "pending"
+        for hook in await self.ctx.runtime.list_hooks(None, run_id=run_id):
+            if hook.token == token:
+                return hook.status.value
+        return "pending"
+
+    # page -> server --------------------------------------------------------------------
+    async def serve(self) -> None:
+        while True:
+            message = await self.ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            text: str | None = message.get("text")
+            data: bytes | None = message.get("bytes")
+            ref: Any = None
+            try:
+                if not self.limiter.allow():
+                    raise FrameError(
+                        "rate_limited",
+                        f"at most {self.config.ws_rate:g} frames per second; this frame was "
+                        "dropped",
+                    )
+                size = len(text.encode()) if text is not None else len(data or b"")
+                if size > self.config.max_frame_bytes:
+                    raise FrameError(
+                        "frame_too_large",
+                        f"a frame may be at most {self.config.max_frame_bytes} bytes, got {size}",
+                    )
+                if text is None:
+                    raise FrameError("malformed", "expected a JSON text frame, got a binary frame")
+                try:
+                    frame = orjson.loads(text)
+                except orjson.JSONDecodeError as exc:
+                    raise FrameError("malformed", f"expected a JSON object: {exc}") from None
+                if not isinstance(frame, dict):
+                    raise FrameError(
+                        "malformed", f"expected a JSON object, got {type(frame).__name__}"
+                    )
+                ref = frame.get("ref") if isinstance(frame.get("ref"), str | int) else None
+                reply = await self.handle(frame)
+                self.rejected_in_a_row = 0
+            except FrameError as exc:
+                reply = {"type": "error", **error_body(exc.code, exc.message)}
+                self.rejected_in_a_row += 1
+            except ApiError as exc:
+                reply = {"type": "error", **error_body(exc.code, exc.message)}
+                self.rejected_in_a_row += 1
+            except ParleyError as exc:
+                reply = {"type": "error", **parley_error_body(exc)}
+                self.rejected_in_a_row += 1
+            if ref is not None:
+                reply["ref"] = ref
+            await self.send(reply)
+            if self.rejected_in_a_row >= MAX_REJECTED_IN_A_ROW:
+                await self.ws.close(CLOSE_POLICY, "too many rejected frames")
+                return
+
+    async def handle(self, frame: dict[str, Any]) -> dict[str, Any]:
+        kind = frame.get("type")
+        if kind == "answer":
+            if "token" not in frame or "payload" not in frame:
+                raise FrameError(
+                    "malformed", 'expected {"type": "answer", "token": ..., "payload": ...}'
+                )
+            token = frame["token"]
+            recorded = await self.ctx.sessions.answer(
+                token, frame["payload"], session=self.session
+            )
+            return {"type": "ack", "for": "answer", "token": token, "recorded": recorded}
+        if kind == "message":
+            workflow = self.ctx.config.chat_workflow
+            if workflow is None:
+                raise FrameError("no_chat_workflow", "this server has no chat workflow to start")
+            run_id = await self.ctx.sessions.start_chat(self.session, workflow, frame.get("text"))
+            return {"type": "ack", "for": "message", "run_id": run_id}
+        if kind == "ping":
+            return {"type": "pong"}
+        raise FrameError(
+            "unknown_type", f"expected a frame type answer, message or ping, got {kind!r:.40}"
+        )
+
+
+async def session_socket(websocket: WebSocket) -> None:
+    ctx: ServerContext = websocket.app.state.ctx
+    session = websocket.path_params["session_id"]
+    await websocket.accept()
+    after = websocket.query_params.get("after") or "0-0"
+    if not STREAM_ID_RE.match(after):
+        await _refuse(websocket, CLOSE_BAD_REQUEST, "malformed",
+                      f"expected ?after=<stream id like 1700000000000-0>, got {after!r:.40}")
+        return
+    if not await ctx.sessions.exists(session):
+        await _refuse(websocket, CLOSE_UNKNOWN_SESSION, "session_not_found",
+                      "no such session; create one with POST /api/sessions")
+        return
+    sock = SessionSocket(ctx, websocket, session)
+    await sock.send({"type": "ready", "session_id": session, "after": after})
+    pump = asyncio.create_task(sock.pump(after), name=f"parley-ws-{session[:8]}")
+    try:
+        await sock.serve()
+    finally:
+        pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pump
+        if websocket.application_state is WebSocketState.CONNECTED:
+            with contextlib.suppress(Exception):
+                await websocket.close()
+
+
+async def _refuse(websocket: WebSocket, close_code: int, code: str, message: str) -> None:
+    await websocket.send_text(orjson.dumps({"type": "error", **error_body(code, message)}).decode())
+    await websocket.close(close_code, message[:120])
