@@ -259,10 +259,15 @@ def _step_scope(what: str) -> tuple[Execution, str]:
     return execution, scope.step_id
 
 
-async def save_step_checkpoint(state: Any) -> None:
-    """Save the current step's state (JSON). It is written with the step's next durable
-    write — the ``hook.created`` of the following ``step_hook`` — and deleted when the
-    step completes."""
+async def save_step_checkpoint(state: Any, *, defer: bool = False) -> None:
+    """Save the current step's state (JSON); it is deleted when the step completes.
+
+    By default the checkpoint is durable when this returns (one round trip): a crash
+    after it never re-runs what it records. With ``defer=True`` it is written together
+    with the step's next durable write — the ``hook.created`` of the following
+    ``step_hook``, or the step's end — saving that round trip; use it when nothing slow
+    or side-effecting runs between the save and the ``step_hook``.
+    """
     execution, step_id = _step_scope("save_step_checkpoint()")
     data = encode_value(
         state,
@@ -272,7 +277,9 @@ async def save_step_checkpoint(state: Any) -> None:
     )
     execution.checkpoints[step_id] = data
     execution.op("C", step_id, data)
-    _faults.crash_point("after_checkpoint_save")
+    if not defer:
+        await execution.flush()
+        _faults.crash_point("after_checkpoint_save")
 
 
 async def load_step_checkpoint() -> Any:

@@ -46,7 +46,7 @@ handed_out: list[str] = []
 @step
 async def bench_step(with_on_created: bool) -> Any:
     if await load_step_checkpoint() is None:
-        await save_step_checkpoint({"state": "x" * 100})
+        await save_step_checkpoint({"state": "x" * 100}, defer=True)
     return await step_hook("answer", on_created=_hand_out if with_on_created else None)
 
 
@@ -73,7 +73,7 @@ async def test_hitl_lifecycle_round_trips(redis_url: str, on_created: bool) -> N
         assert await rt.wait(run_id, timeout=5) == "yes"
 
     # start, claim+load, [persist hook, on_created,] suspend+ack, answer, claim+load,
-    # finish+ack: one script each. (The two XREADGROUPs are batched across runs by a
+    # finish+ack: one script each (the deferred checkpoint rides with the hook). (The two XREADGROUPs are batched across runs by a
     # real worker; list_hooks and wait are this test's own reads.)
     assert counter.commands["EVALSHA"] == (7 if on_created else 6), counter.commands
     assert set(counter.commands) == {"EVALSHA", "XREADGROUP"}, counter.commands
@@ -84,3 +84,24 @@ def _tasks(rt: Runtime, run_id: str) -> str:
     from runtime._keys import run_keys
 
     return run_keys(run_id, rt.partitions).tasks
+
+
+@step
+async def durable_save() -> Any:
+    await save_step_checkpoint({"state": 1})
+    return "saved"
+
+
+@workflow(name="durable_save_wf")
+async def durable_save_wf() -> Any:
+    return await durable_save()
+
+
+async def test_default_checkpoint_save_is_its_own_durable_write(redis_url: str) -> None:
+    async with Runtime(redis_url, partitions=4) as rt:
+        counter = CountingRedis(rt)
+        run_id = await rt.start(durable_save_wf)
+        await Worker(rt).drain()
+        assert await rt.wait(run_id, timeout=5) == "saved"
+    # start, claim, checkpoint (durable on return), finish
+    assert counter.commands["EVALSHA"] == 4, counter.commands
