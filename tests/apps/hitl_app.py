@@ -49,7 +49,11 @@ async def hitl(timeout: float | None) -> Any:
         await count("setup")
         await save_step_checkpoint({"setup": "done"})
     answer = await step_hook(
-        "answer", timeout=timeout, on_created=_on_created, on_timeout="return", prompt="Well?"
+        "answer",
+        timeout=timeout if timeout is not None else 3600,
+        on_created=_on_created,
+        on_timeout="return",
+        prompt="Well?",
     )
     if answer is STEP_HOOK_TIMEOUT:
         return "timed out"
@@ -116,3 +120,15 @@ async def slow_once() -> int:
 @workflow(name="zombie")
 async def zombie_wf() -> int:
     return await slow_once()
+
+
+@step
+async def long_running() -> int:
+    await count("long")
+    await asyncio.sleep(2.5)  # longer than the 1 s lease: only the heartbeat keeps it
+    return os.getpid()
+
+
+@workflow(name="long_step")
+async def long_step_wf() -> int:
+    return await long_running()

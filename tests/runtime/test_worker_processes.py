@@ -183,3 +183,15 @@ async def test_zombie_worker_cannot_append(
     assert types.count("step.completed") == 1
     assert types.count("workflow.completed") == 1
     assert types[-1] == "workflow.completed"
+
+
+async def test_long_step_is_not_stolen_while_its_worker_lives(
+    prt: Runtime, redis_url: str, sync_redis: redis.Redis, workers: list[WorkerProcess]
+) -> None:
+    owner = WorkerProcess(redis_url, APP)  # lease (visibility) 1 s; the step takes 2.5 s
+    workers.append(owner)
+    run_id = await prt.start("long_step")
+    wait_until(lambda: sync_redis.get(f"test:long:{run_id}") is not None, 15, "the step")
+    workers.append(WorkerProcess(redis_url, APP))  # would reclaim an idle task
+    assert await prt.wait(run_id, timeout=15) == owner.pid
+    assert sync_redis.get(f"test:long:{run_id}") == b"1"  # executed once, never stolen
