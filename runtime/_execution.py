@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _faults
 from ._codec import dumps
@@ -144,28 +146,12 @@ class Execution:
     ) -> list[Event] | None:
         ops, self._ops = self._ops, []
         limits = self.runtime.limits
-        reply = await self.runtime.scripts.apply(
-            keys=[
-                self.keys.run,
-                self.keys.events,
-                self.keys.ckpt,
-                self.keys.hooks,
-                self.keys.tasks,
-                self.keys.deadlines,
-                self.keys.pending,
-            ],
-            args=[
-                self.fence,
-                now_ms(),
-                limits.max_events + event_slack,
-                self.run_id,
-                mode,
-                self.last_id,
-                status,
-                value,
-                *ops,
-            ],
-        )
+        try:
+            reply = await self._call_apply(mode, status, value, event_slack, ops)
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            # Redis is unreachable: this is not the step's failure. Unwind past user code
+            # (a BaseException) and leave the task pending; it is retried after the outage.
+            raise Abort(exc) from exc
         kind = reply[0]
         if kind == b"lost":
             raise Abort(LeaseLost("another worker or a cancel took over", run_id=self.run_id))
@@ -181,6 +167,32 @@ class Execution:
                 self.last_id = external[-1].id
             return external
         return None
+
+    async def _call_apply(
+        self, mode: str, status: str, value: bytes, event_slack: int, ops: list[bytes | str | int]
+    ) -> Any:
+        return await self.runtime.scripts.apply(
+            keys=[
+                self.keys.run,
+                self.keys.events,
+                self.keys.ckpt,
+                self.keys.hooks,
+                self.keys.tasks,
+                self.keys.deadlines,
+                self.keys.pending,
+            ],
+            args=[
+                self.fence,
+                now_ms(),
+                self.runtime.limits.max_events + event_slack,
+                self.run_id,
+                mode,
+                self.last_id,
+                status,
+                value,
+                *ops,
+            ],
+        )
 
     # the execution loop ----------------------------------------------------------------
     async def run(self) -> None:

@@ -24,7 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ._execution import Abort, Execution, now_ms
 from ._keys import GROUP, deadlines_key, partition_prefix, pending_hooks_key, run_keys, tasks_key
 from ._replay import parse_stream_entries
-from .errors import WorkflowNotFound
+from .errors import LeaseLost, WorkflowNotFound
 from .registry import get_workflow, registered_workflows
 from .runtime import Runtime
 
@@ -264,7 +264,12 @@ class Worker:
             finally:
                 self._running.pop(run_id, None)
         except Abort as abort:
-            log.warning("run %s: %s", run_id, abort.error)
+            if isinstance(abort.error, LeaseLost):
+                log.warning("run %s: lease_lost: %s", run_id, abort.error)
+            else:
+                log.error(
+                    "run %s: Redis unavailable (%s); its task will be retried", run_id, abort.error
+                )
         except _OUTAGE as exc:
             log.error("run %s: Redis unavailable (%s); its task will be retried", run_id, exc)
         except Exception:

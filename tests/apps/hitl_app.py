@@ -132,3 +132,16 @@ async def long_running() -> int:
 @workflow(name="long_step")
 async def long_step_wf() -> int:
     return await long_running()
+
+
+@step
+async def echo_answer() -> Any:
+    """Uses nothing but the engine (for tests where Redis itself goes away)."""
+    if await load_step_checkpoint() is None:
+        await save_step_checkpoint({"asked": True})
+    return {"answer": await step_hook("answer")}
+
+
+@workflow(name="echo")
+async def echo_wf() -> Any:
+    return await echo_answer()

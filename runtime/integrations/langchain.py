@@ -1,0 +1,410 @@
+"""Durable human-in-the-loop tools for LangChain / LangGraph agents.
+
+A LangChain user declares the tools a *person* answers with :class:`HumanTool`, builds the
+agent with :func:`create_agent_graph` and drives it from a ``@step`` with
+:func:`run_agent`::
+
+    ask = HumanTool("ask_visitor", "Ask the visitor a question.", AskArgs,
+                    answer_schema={"type": "string"}, timeout="10m")
+    agent = create_agent_graph(model, tools=[lookup_order], human_tools=[ask])
+
+    @step
+    async def support(message: str) -> str:
+        transcript = await run_agent(agent, [HumanMessage(message)], [ask])
+        return final_text(transcript)
+
+The seam: the model is bound to the human tools (it sees their name, description and args
+schema), but no graph node ever executes them. The graph's router ends the graph when the
+newest AI message carries an unanswered human-tool call (after running that message's
+ordinary tool calls), so the request *surfaces out of the graph* as data — nothing is raised
+inside it, and no tool-error middleware can swallow the suspension. :func:`run_agent` then
+owns suspend/resume at the step boundary, as the seed's worked example prescribes:
+
+1. it checkpoints the transcript (LangChain's ``messages_to_dict``: tool-call ids and
+   content blocks round-trip), the pending call's id and args;
+2. it calls ``step_hook(tool.name, on_created=..., timeout=..., on_timeout="return")``,
+   which suspends the run and frees the worker;
+3. on resume the step re-executes: the transcript comes back with ``messages_from_dict``,
+   the answer (or ``tool.no_response`` on timeout) is appended as the ``ToolMessage`` of the
+   pending call, and the graph is seeded with that transcript. Its router goes straight to
+   the model for the *next* turn: answered turns are not re-run (no model call, no tool
+   call, no streamed text is repeated).
+
+Graphs built otherwise (e.g. ``langgraph.prebuilt.create_react_agent``) also work as long as
+a human-tool call is not mixed with ordinary calls in one AI message: :func:`run_agent`
+stops consuming the stream as soon as such a call appears, before the tool node runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+try:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import (
+        AIMessage,
+        AIMessageChunk,
+        BaseMessage,
+        ToolMessage,
+        messages_from_dict,
+        messages_to_dict,
+    )
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from pydantic import BaseModel
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "runtime.integrations.langchain needs LangChain and LangGraph; install the extra: "
+        "pip install 'parley[langchain]'"
+    ) from exc
+
+import orjson
+
+from .._codec import Duration
+from .._keys import NAME_RE
+from ..errors import UsageError
+from ..primitives import (
+    STEP_HOOK_TIMEOUT,
+    current_run,
+    delete_step_checkpoint,
+    emit,
+    load_step_checkpoint,
+    save_step_checkpoint,
+    step_hook,
+)
+
+__all__ = [
+    "HumanRequest",
+    "HumanTool",
+    "create_agent_graph",
+    "decode_transcript",
+    "encode_transcript",
+    "final_text",
+    "run_agent",
+]
+
+CHECKPOINT_VERSION = 1
+OnText = Callable[[int, str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class HumanRequest:
+    """One human-tool call the agent made: what ``on_created`` gets with the token."""
+
+    tool: str
+    args: dict[str, Any]
+    tool_call_id: str
+
+
+OnCreated = Callable[[str, HumanRequest], Awaitable[None] | None]
+
+
+class HumanToolNotDriven(RuntimeError):
+    """A graph executed a human tool itself (it must end instead; see the module doc)."""
+
+
+@dataclass(frozen=True)
+class HumanTool:
+    """A tool a person answers. ``answer_schema`` (a JSON Schema, or a function of the call's
+    args returning one) validates the answer on the resume path and lets the widget render
+    the prompt; ``prompt`` is the text shown (default: the ``question``/``prompt`` arg, else
+    the description). ``timeout`` is durable; when it passes the agent receives
+    ``no_response`` as the tool result."""
+
+    name: str
+    description: str
+    args_schema: type[BaseModel] | dict[str, Any]
+    answer_schema: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    timeout: Duration | None = None
+    prompt: str | Callable[[dict[str, Any]], str] | None = None
+    no_response: str = "The person did not respond in time."
+    format_answer: Callable[[Any], str] | None = None
+    _tool: BaseTool | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The tool name is also the hook name: both must be valid before the model sees it.
+        if not NAME_RE.match(self.name):
+            raise UsageError(f"human tool name must match {NAME_RE.pattern}, got {self.name!r}")
+
+    def as_tool(self) -> BaseTool:
+        """The LangChain tool to bind to the model. Its body never runs under
+        :func:`run_agent`; if some other driver runs it, it fails loudly."""
+        if self._tool is None:
+            name = self.name
+
+            async def not_driven(**_: Any) -> str:
+                raise HumanToolNotDriven(
+                    f"human tool {name!r} was executed inside the graph; drive the agent "
+                    "with runtime.integrations.langchain.run_agent"
+                )
+
+            tool = StructuredTool.from_function(
+                coroutine=not_driven,
+                name=self.name,
+                description=self.description,
+                args_schema=self.args_schema,
+                infer_schema=False,
+            )
+            object.__setattr__(self, "_tool", tool)  # frozen: cache once
+        assert self._tool is not None
+        return self._tool
+
+    def schema_for(self, args: dict[str, Any]) -> dict[str, Any] | None:
+        if callable(self.answer_schema):
+            return self.answer_schema(args)
+        return self.answer_schema
+
+    def prompt_for(self, args: dict[str, Any]) -> str:
+        if callable(self.prompt):
+            return self.prompt(args)
+        if self.prompt is not None:
+            return self.prompt
+        for key in ("question", "prompt"):
+            if isinstance(args.get(key), str):
+                return str(args[key])
+        return self.description
+
+    def result_message(self, answer: Any, call: HumanRequest) -> ToolMessage:
+        if answer is STEP_HOOK_TIMEOUT:
+            content = self.no_response
+        elif self.format_answer is not None:
+            content = self.format_answer(answer)
+        else:
+            content = answer if isinstance(answer, str) else orjson.dumps(answer).decode()
+        return ToolMessage(content=content, tool_call_id=call.tool_call_id, name=self.name)
+
+
+# transcript surgery ---------------------------------------------------------------------
+def _last_ai(messages: Sequence[BaseMessage]) -> AIMessage | None:
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message
+    return None
+
+
+def _unanswered(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """The newest AI message's tool calls that no ToolMessage answers yet, in order."""
+    last = _last_ai(messages)
+    if last is None:
+        return []
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [dict(call) for call in last.tool_calls if call.get("id") not in answered]
+
+
+def _route(messages: Sequence[BaseMessage], human: set[str]) -> str:
+    calls = _unanswered(messages)
+    if any(call["name"] not in human for call in calls):
+        return "tools"  # ordinary calls first: their results belong before the person's
+    if calls:
+        return END  # only human calls left: surface them out of the graph
+    if isinstance(messages[-1], AIMessage):
+        return END  # the final answer
+    return "model"
+
+
+def _surfaced(messages: Sequence[BaseMessage], human: set[str]) -> HumanRequest | None:
+    """The first pending human call, once no ordinary call of the same message is left."""
+    calls = _unanswered(messages)
+    if not calls or any(call["name"] not in human for call in calls):
+        return None
+    call = calls[0]
+    return HumanRequest(tool=call["name"], args=dict(call["args"]), tool_call_id=call["id"])
+
+
+def ai_turns(messages: Sequence[BaseMessage]) -> int:
+    return sum(isinstance(m, AIMessage) for m in messages)
+
+
+def final_text(messages: Sequence[BaseMessage]) -> str:
+    """The text of the agent's last AI message."""
+    last = _last_ai(messages)
+    return "" if last is None else last.text
+
+
+def encode_transcript(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """JSON-ready transcript (LangChain's own serialization, not ad-hoc dicts, so tool
+    calls, their ids and content blocks survive)."""
+    return messages_to_dict(list(messages))
+
+
+def decode_transcript(data: list[dict[str, Any]]) -> list[BaseMessage]:
+    return messages_from_dict(data)
+
+
+# the graph ------------------------------------------------------------------------------
+def create_agent_graph(
+    model: BaseChatModel, tools: Sequence[BaseTool], human_tools: Sequence[HumanTool]
+) -> Any:
+    """A ReAct-style agent (model node + tool node) that ends — instead of executing — when
+    the model calls a human tool. It can be entered with any transcript: the entry router
+    runs unanswered ordinary calls, else calls the model, else ends."""
+    human = {t.name for t in human_tools}
+    by_name = {t.name: t for t in tools}
+    if clash := human & set(by_name):
+        raise UsageError(f"tool names used twice: {sorted(clash)}")
+    bound = model.bind_tools([*tools, *(t.as_tool() for t in human_tools)])
+
+    async def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke(state["messages"], config)]}
+
+    async def call_tools(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+        results: list[BaseMessage] = []
+        for call in _unanswered(state["messages"]):
+            if call["name"] in human:
+                continue
+            tool = by_name.get(call["name"])
+            if tool is None:
+                results.append(_tool_error(call, f"unknown tool {call['name']!r}"))
+                continue
+            try:
+                results.append(await tool.ainvoke({**call, "type": "tool_call"}, config))
+            except Exception as exc:  # like ToolNode: the model gets to see the error
+                results.append(_tool_error(call, f"{type(exc).__name__}: {exc}"))
+        return {"messages": results}
+
+    def route(state: MessagesState) -> str:
+        return _route(state["messages"], human)
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", call_tools)
+    targets = {"model": "model", "tools": "tools", END: END}
+    graph.add_conditional_edges(START, route, targets)
+    graph.add_conditional_edges("model", route, targets)
+    graph.add_conditional_edges("tools", route, targets)
+    return graph.compile()
+
+
+def _tool_error(call: dict[str, Any], text: str) -> ToolMessage:
+    return ToolMessage(content=text, tool_call_id=call["id"], name=call["name"], status="error")
+
+
+# the step helper ------------------------------------------------------------------------
+async def run_agent(
+    graph: Any,
+    messages: Sequence[BaseMessage],
+    human_tools: Sequence[HumanTool],
+    *,
+    on_created: OnCreated | None = None,
+    on_text: OnText | None = None,
+    stream: bool = True,
+    config: RunnableConfig | None = None,
+) -> list[BaseMessage]:
+    """Drive ``graph`` (state: ``messages``) from inside a ``@step`` until the agent
+    answers, suspending durably at each human-tool call. Returns the final transcript.
+
+    ``messages`` is used on the step's first execution only; after a suspension the
+    checkpointed transcript is the truth. ``on_created(token, request)`` runs when a
+    person is asked (the engine already put the prompt in the run's chat session).
+    Streamed text goes to ``on_text(turn, delta)``, by default to the chat session as
+    ``{"type": "text", "message_id": "<run>:<turn>", "seq", "delta"}`` frames.
+    """
+    by_name = {t.name: t for t in human_tools}
+    human = set(by_name)
+    checkpoint = await load_step_checkpoint()
+    if checkpoint is None:
+        transcript, pending, answered = list(messages), None, []
+    else:
+        if checkpoint.get("v") != CHECKPOINT_VERSION:
+            raise UsageError(f"unknown langchain checkpoint version {checkpoint.get('v')!r}")
+        transcript = decode_transcript(checkpoint["messages"])
+        pending = HumanRequest(**checkpoint["pending"]) if checkpoint["pending"] else None
+        answered = list(checkpoint["answered"])
+    # step_hook ids count calls per name within one execution of the step: walk past the
+    # rounds already answered (each returns its recorded answer at once, no I/O).
+    for name in answered:
+        await step_hook(name, on_timeout="return")
+    text_out = on_text if on_text is not None else _session_text() if stream else None
+
+    while True:
+        if pending is not None:
+            tool = by_name[pending.tool]
+            answer = await step_hook(
+                tool.name,
+                timeout=tool.timeout,
+                on_created=_bind_on_created(on_created, pending),
+                schema=tool.schema_for(pending.args),
+                on_timeout="return",
+                prompt=tool.prompt_for(pending.args),
+            )
+            transcript.append(tool.result_message(answer, pending))
+            answered.append(tool.name)
+        # Several human calls in one AI message are asked one after the other.
+        pending = _surfaced(transcript, human)
+        if pending is None:
+            transcript = await _drive(graph, transcript, human, text_out, config)
+            pending = _surfaced(transcript, human)
+        if pending is None:
+            await delete_step_checkpoint()
+            return transcript
+        # Written atomically with the hook.created of the step_hook just below.
+        await save_step_checkpoint(
+            {
+                "v": CHECKPOINT_VERSION,
+                "messages": encode_transcript(transcript),
+                "pending": {
+                    "tool": pending.tool,
+                    "args": pending.args,
+                    "tool_call_id": pending.tool_call_id,
+                },
+                "answered": answered,
+            }
+        )
+
+
+def _bind_on_created(
+    on_created: OnCreated | None, request: HumanRequest
+) -> Callable[[str], Awaitable[None] | None] | None:
+    if on_created is None:
+        return None  # lets the engine record hook + suspension in one round trip
+
+    def bound(token: str) -> Awaitable[None] | None:
+        return on_created(token, request)
+
+    return bound
+
+
+def _session_text() -> OnText:
+    run_id = current_run().run_id
+    seqs: dict[int, int] = {}
+
+    async def send(turn: int, delta: str) -> None:
+        # Ids are (run, turn, seq): if a crash makes a turn run again before it was
+        # checkpointed, the page sees ids it already has and can drop the repeats.
+        seq = seqs.get(turn, 0)
+        seqs[turn] = seq + 1
+        await emit({"type": "text", "message_id": f"{run_id}:{turn}", "seq": seq, "delta": delta})
+
+    return send
+
+
+async def _drive(
+    graph: Any,
+    transcript: list[BaseMessage],
+    human: set[str],
+    on_text: OnText | None,
+    config: RunnableConfig | None,
+) -> list[BaseMessage]:
+    """One ``astream`` of the graph from ``transcript``; returns the transcript it ended
+    with. Only text the model produces now is streamed: the seeded turns are input."""
+    latest = transcript
+    seen = {m.id for m in transcript if m.id}
+    modes = ["values", "messages"] if on_text is not None else ["values"]
+    chunks = graph.astream({"messages": transcript}, config, stream_mode=modes)
+    try:
+        async for mode, data in chunks:
+            if mode == "values":
+                latest = list(data["messages"])
+                if _surfaced(latest, human) is not None:
+                    break  # foreign graphs: stop before their tool node runs a human tool
+            elif on_text is not None:
+                chunk = data[0]
+                if isinstance(chunk, AIMessage | AIMessageChunk) and chunk.id not in seen:
+                    if delta := chunk.text:
+                        await on_text(ai_turns(latest), delta)
+    finally:
+        await chunks.aclose()  # nothing of the graph outlives the step's suspension
+    return latest
