@@ -18,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 
 from runtime import Runtime, Worker
 
+from ._tasks import stop_worker
 from .api import ROUTES
 from .errors import EXCEPTION_HANDLERS
 from .sessions import Sessions
@@ -84,8 +85,7 @@ def create_app(
                 yield
             finally:
                 if ctx.worker is not None and task is not None:
-                    ctx.worker.stop()
-                    await task
+                    await stop_worker(ctx.worker.stop, task)
 
     async def index(request: Request) -> Response:
         return FileResponse(cfg.widget_dir / "demo.html", media_type="text/html")

@@ -31,10 +31,9 @@ WS_MAX_SIZE = 1024 * 1024  # protocol limit; the gateway answers frames > 64 KiB
 
 def chat_workflow_for(apps: list[str]) -> str | None:
     """The workflow a visitor's message starts: ``$PARLEY_CHAT_WORKFLOW``, else the demo's
-    when it is loaded."""
+    is loaded."""
     name = os.environ.get("PARLEY_CHAT_WORKFLOW")
-    if name:
-        get_workflow(name)  # fail at start-up, not at the first visitor
+    if name:  # may be defined only in the workers (they announce their workflows)
         return name
     try:
         get_workflow(DEMO_WORKFLOW)

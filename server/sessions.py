@@ -46,7 +46,8 @@ class Sessions:
         return bool(await self.rt.redis.exists(key))
 
     async def require(self, session: str) -> None:
-        if not await self.exists(session):
+        """404 for an unknown session; a malformed id is a UsageError (400)."""
+        if not await self.rt.redis.exists(self._meta_key(session)):
             raise ApiError(404, "session_not_found", f"no session {session!r}")
 
     async def bind(self, session: str, run_id: str) -> None:

@@ -27,6 +27,7 @@ from starlette.websockets import WebSocket, WebSocketState
 
 from runtime import ParleyError
 
+from ._tasks import cancel_and_wait
 from .errors import ApiError, error_body, parley_error_body
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class SessionSocket:
         self.limiter = RateLimiter(ctx.config.ws_rate, ctx.config.ws_burst)
         self._send_lock = asyncio.Lock()
         self.rejected_in_a_row = 0
+        self.closing = False  # ends the pump even if a cancellation gets lost
 
     async def send(self, frame: dict[str, Any]) -> None:
         async with self._send_lock:
@@ -89,7 +91,7 @@ class SessionSocket:
         """Tail the session's outbox and forward every message after ``after``."""
         rt = self.ctx.runtime
         try:
-            while True:
+            while not self.closing:
                 messages = await rt.read_outbox(
                     self.session, after, count=100, block_ms=self.config.ws_block_ms
                 )
@@ -212,9 +214,8 @@ async def session_socket(websocket: WebSocket) -> None:
     try:
         await sock.serve()
     finally:
-        pump.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await pump
+        sock.closing = True
+        await cancel_and_wait([pump])
         if websocket.application_state is WebSocketState.CONNECTED:
             with contextlib.suppress(Exception):
                 await websocket.close()

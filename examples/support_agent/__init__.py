@@ -21,15 +21,15 @@ import orjson
 
 from runtime import (
     STEP_HOOK_TIMEOUT,
-    Runtime,
+    current_run,
     delete_step_checkpoint,
+    emit,
     load_step_checkpoint,
     save_step_checkpoint,
     step,
     step_hook,
     workflow,
 )
-from runtime._execution import current_execution  # no public "current run" helper yet
 
 from .agent import TOOLS, HookInterrupt, run_agent
 from .model import NO_RESPONSE, Message, ScriptedModel
@@ -46,16 +46,13 @@ def calls_key(run_id: str) -> str:
     return f"parley:demo:calls:{run_id}"
 
 
-class RunContext:
-    """The run a step executes in: its id, its session and where its text goes."""
+class AgentRun:
+    """The run the agent step executes in: counts its calls, streams its text."""
 
     def __init__(self) -> None:
-        execution = current_execution.get()
-        if execution is None:
-            raise RuntimeError("the support agent step runs only inside a workflow run")
-        self.rt: Runtime = execution.runtime
-        self.run_id = execution.run_id
-        self.session = execution.session
+        run = current_run()
+        self.rt = run.runtime
+        self.run_id = run.run_id
         self._seq: dict[int, int] = {}
 
     async def count(self, field: str) -> None:
@@ -73,17 +70,9 @@ class RunContext:
         (run, turn, seq): a turn re-run after a crash repeats ids the page already has."""
         seq = self._seq.get(turn, 0)
         self._seq[turn] = seq + 1
-        if self.session:
-            await self.rt.post_to_session(
-                self.session,
-                {
-                    "type": "text",
-                    "run_id": self.run_id,
-                    "message_id": f"{self.run_id}:{turn}",
-                    "seq": seq,
-                    "delta": chunk,
-                },
-            )
+        await emit(
+            {"type": "text", "message_id": f"{self.run_id}:{turn}", "seq": seq, "delta": chunk}
+        )
 
 
 def answer_schema(args: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +89,7 @@ def as_text(answer: Any) -> str:
 
 @step(name="agent")
 async def agent_step(message: str) -> str:
-    ctx = RunContext()
+    ctx = AgentRun()
     model = ScriptedModel(
         chunk_delay=float(os.environ.get("PARLEY_DEMO_CHUNK_DELAY", "0.03")),
         count=ctx.count_model_call,
