@@ -145,3 +145,18 @@ async def echo_answer() -> Any:
 @workflow(name="echo")
 async def echo_wf() -> Any:
     return await echo_answer()
+
+
+@step
+async def chaos_rounds(timeouts: list[float]) -> list[Any]:
+    """1-3 sequential rounds inside one step (the step re-executes from the top each time)."""
+    out: list[Any] = []
+    for timeout in timeouts:
+        answer = await step_hook("q", timeout=timeout, on_timeout="return")
+        out.append("timeout" if answer is STEP_HOOK_TIMEOUT else answer)
+    return out
+
+
+@workflow(name="chaos")
+async def chaos_wf(timeouts: list[float]) -> list[Any]:
+    return await chaos_rounds(timeouts)

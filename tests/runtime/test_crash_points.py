@@ -19,8 +19,12 @@ pytestmark = pytest.mark.e2e
 APP = "tests.apps.hitl_app"
 
 # Points reached during the first execution (start → suspend) vs. the resume.
-FIRST_EXECUTION = ["after_step_start", "after_checkpoint_save", "after_hook_created",
-                   "after_on_created"]
+FIRST_EXECUTION = [
+    "after_step_start",
+    "after_checkpoint_save",
+    "after_hook_created",
+    "after_on_created",
+]
 RESUME = ["before_step_reexecute", "after_step_completed", "after_final_event"]
 
 
