@@ -36,8 +36,17 @@ class RedisServer:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [
-                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                "--dir", str(self.dir), "--save", "", "--logfile", str(self.dir / "redis.log"),
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--save",
+                "",
+                "--logfile",
+                str(self.dir / "redis.log"),
                 *self.extra,
             ],
             stdout=subprocess.DEVNULL,
@@ -48,10 +57,9 @@ class RedisServer:
         try:
             while True:
                 try:
-                    if client.ping():
-                        # with AOF, wait until the file has been loaded
-                        if client.info("persistence").get("loading", 0) == 0:
-                            return
+                    # with AOF, wait until the file has been loaded
+                    if client.ping() and client.info("persistence").get("loading", 0) == 0:
+                        return
                 except (redis.ConnectionError, redis.BusyLoadingError):
                     pass
                 if time.monotonic() > deadline:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis
 
-from runtime import Runtime, RunStatus
+from runtime import RunStatus, Runtime
 from runtime._faults import POINTS
 from runtime._keys import run_keys
 from tests.processes import PARTITIONS, WorkerProcess

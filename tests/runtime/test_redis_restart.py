@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runtime import Runtime, RunStatus
+from runtime import RunStatus, Runtime
 from tests.processes import PARTITIONS, WorkerProcess, wait_until
 from tests.redis_servers import RedisServer
 

@@ -73,8 +73,9 @@ async def test_hitl_lifecycle_round_trips(redis_url: str, on_created: bool) -> N
         assert await rt.wait(run_id, timeout=5) == "yes"
 
     # start, claim+load, [persist hook, on_created,] suspend+ack, answer, claim+load,
-    # finish+ack: one script each (the deferred checkpoint rides with the hook). (The two XREADGROUPs are batched across runs by a
-    # real worker; list_hooks and wait are this test's own reads.)
+    # finish+ack: one script each (the deferred checkpoint rides with the hook). The two
+    # XREADGROUPs are batched across runs by a real worker; list_hooks and wait are this
+    # test's own reads.
     assert counter.commands["EVALSHA"] == (7 if on_created else 6), counter.commands
     assert set(counter.commands) == {"EVALSHA", "XREADGROUP"}, counter.commands
     assert counter.round_trips - before_answer == 4  # answer, XREADGROUP, claim, finish
