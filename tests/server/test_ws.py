@@ -1,0 +1,195 @@
+"""The websocket gateway through Starlette's TestClient, on real Redis with a worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from .conftest import AUTH, events, make_client, start_approval, wait_run
+
+Frame = dict[str, Any]
+
+
+def new_session(client: TestClient) -> str:
+    r = client.post("/api/sessions")
+    assert r.status_code == 201
+    session: str = r.json()["session_id"]
+    return session
+
+
+def until(ws: Any, pred: Callable[[Frame], bool]) -> list[Frame]:
+    """Frames up to and including the first one matching ``pred`` (bounded by the
+    test timeout: frames arrive in order, so the match comes or the test fails)."""
+    frames: list[Frame] = []
+    while True:
+        frame: Frame = ws.receive_json()
+        frames.append(frame)
+        if pred(frame):
+            return frames
+
+
+def converse_until_prompt(client: TestClient, ws: Any, text: str = "my worker crashed") -> Frame:
+    ws.send_json({"type": "message", "text": text, "ref": "m1"})
+    frames = until(ws, lambda f: f["type"] == "prompt")
+    ack = next(f for f in frames if f["type"] == "ack")
+    assert ack["ref"] == "m1" and ack["run_id"] == frames[-1]["run_id"]
+    assert frames[-1]["state"] == "pending"
+    return frames[-1]
+
+
+def test_unknown_session_and_bad_after_are_refused(client: TestClient) -> None:
+    with client.websocket_connect("/ws/sessions/" + "A" * 32) as ws:
+        assert ws.receive_json()["error"] == "session_not_found"
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 4404
+    session = new_session(client)
+    with client.websocket_connect(f"/ws/sessions/{session}?after=yesterday") as ws:
+        assert ws.receive_json()["error"] == "malformed"
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 4400
+
+
+def test_conversation_answer_and_replay(client: TestClient) -> None:
+    session = new_session(client)
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        assert ws.receive_json()["type"] == "ready"
+        prompt = converse_until_prompt(client, ws)
+        assert prompt["schema"]["enum"][0] == "Parley Cloud"
+        assert prompt["prompt"] == "Which product are you using?"
+        ws.send_json({"type": "answer", "token": prompt["token"], "payload": "Parley Cloud"})
+        frames = until(ws, lambda f: f["type"] == "status")
+        assert frames[-1]["status"] == "completed"
+        ack = next(f for f in frames if f["type"] == "ack")
+        assert ack == {"type": "ack", "for": "answer", "token": prompt["token"], "recorded": True}
+        assert any(f["type"] == "answered" and f["payload"] == "Parley Cloud" for f in frames)
+        final = "".join(f["delta"] for f in frames if f["type"] == "text")
+        assert final.startswith("Thanks! For Parley Cloud")
+        last_id = frames[-1]["id"]
+    # A reload replays the whole session once, in order; the prompt is shown as answered.
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        ws.receive_json()
+        replay = until(ws, lambda f: f.get("id") == last_id)
+        ids = [f["id"] for f in replay if "id" in f]
+        assert ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
+        assert len(ids) == len(set(ids))
+        assert [f["state"] for f in replay if f["type"] == "prompt"] == ["received"]
+        assert replay[0]["type"] == "visitor"
+        # Nothing more is delivered after the last id.
+        ws.send_json({"type": "ping"})
+        assert ws.receive_json() == {"type": "pong"}
+
+
+def test_reconnect_with_last_id_gets_only_what_is_new(client: TestClient) -> None:
+    session = new_session(client)
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        ws.receive_json()
+        prompt = converse_until_prompt(client, ws)
+    # Answer over HTTP while no page is connected; the page comes back after the prompt.
+    r = client.post(f"/api/hooks/{prompt['token']}", json={"payload": "Something else"},
+                    headers=AUTH)
+    assert r.status_code == 200
+    with client.websocket_connect(f"/ws/sessions/{session}?after={prompt['id']}") as ws:
+        assert ws.receive_json()["after"] == prompt["id"]
+        frames = until(ws, lambda f: f["type"] == "status")
+    assert all(f["type"] != "prompt" and f["type"] != "visitor" for f in frames)
+    assert frames[0]["type"] in ("answered", "text")
+    assert any(f["type"] == "answered" for f in frames)
+    assert "".join(f["delta"] for f in frames if f["type"] == "text").startswith(
+        "Thanks! For Something else"
+    )
+
+
+def test_a_socket_cannot_answer_another_sessions_hook(client: TestClient) -> None:
+    session_a, session_b = new_session(client), new_session(client)
+    with client.websocket_connect(f"/ws/sessions/{session_b}") as ws_b:
+        ws_b.receive_json()
+        prompt_b = converse_until_prompt(client, ws_b)
+    run_b = prompt_b["run_id"]
+    before = events(client, run_b)
+    # A hook of a run without any session is not answerable from a socket either.
+    _, other_token = start_approval(client)
+    with client.websocket_connect(f"/ws/sessions/{session_a}") as ws_a:
+        ws_a.receive_json()
+        for token in (prompt_b["token"], other_token):
+            ws_a.send_json({"type": "answer", "token": token, "payload": "Parley Cloud",
+                            "ref": 9})
+            reply = ws_a.receive_json()
+            assert reply["type"] == "error" and reply["error"] == "forbidden", reply
+            assert reply["ref"] == 9
+    assert events(client, run_b) == before
+    run = client.get(f"/api/runs/{run_b}", headers=AUTH).json()
+    assert [h["token"] for h in run["pending_hooks"]] == [prompt_b["token"]]
+
+
+def test_bad_frames_get_error_frames_and_change_nothing(client: TestClient) -> None:
+    session = new_session(client)
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        ws.receive_json()
+        prompt = converse_until_prompt(client, ws)
+        token, run_id = prompt["token"], prompt["run_id"]
+        before = events(client, run_id)
+        bad: list[tuple[Callable[[], None], str]] = [
+            (lambda: ws.send_text("{not json"), "malformed"),
+            (lambda: ws.send_text("[1, 2]"), "malformed"),
+            (lambda: ws.send_bytes(b'{"type": "ping"}'), "malformed"),
+            (lambda: ws.send_json({"type": "launch"}), "unknown_type"),
+            (lambda: ws.send_json({"no": "type"}), "unknown_type"),
+            (lambda: ws.send_json({"type": "answer", "token": token}), "malformed"),
+            (lambda: ws.send_json({"type": "answer", "token": token, "payload": "Nope"}),
+             "invalid_payload"),
+            (lambda: ws.send_json({"type": "answer", "token": token, "payload": 3}),
+             "invalid_payload"),
+            (lambda: ws.send_json({"type": "answer", "token": "junk", "payload": 1}),
+             "invalid_token"),
+            (lambda: ws.send_text('{"type": "message", "text": "' + "x" * 70_000 + '"}'),
+             "frame_too_large"),
+            (lambda: ws.send_json({"type": "message", "text": "hello again"}), "busy"),
+            (lambda: ws.send_json({"type": "message", "text": "   "}), "invalid_message"),
+        ]
+        for send, code in bad:
+            send()
+            reply = ws.receive_json()
+            assert reply["type"] == "error" and reply["error"] == code, (code, reply)
+            assert reply["message"]
+        assert events(client, run_id) == before
+        ws.send_json({"type": "answer", "token": token, "payload": "Parley Cloud"})
+        assert until(ws, lambda f: f["type"] == "status")[-1]["status"] == "completed"
+
+
+def test_rate_limit_and_flood(redis_url: str) -> None:
+    with make_client(redis_url, ws_rate=0.5, ws_burst=3) as client:
+        session = new_session(client)
+        with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+            ws.receive_json()
+            replies = []
+            for _ in range(6):
+                ws.send_json({"type": "ping"})
+                replies.append(ws.receive_json())
+            assert [r["type"] for r in replies[:3]] == ["pong"] * 3
+            assert {r.get("error") for r in replies[3:]} == {"rate_limited"}
+            # A client that keeps flooding is disconnected.
+            with pytest.raises(WebSocketDisconnect) as closed:
+                for _ in range(100):
+                    ws.send_json({"type": "ping"})
+                    ws.receive_json()
+            assert closed.value.code == 1008
+
+
+def test_http_answer_is_pushed_to_the_page(client: TestClient) -> None:
+    session = new_session(client)
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        ws.receive_json()
+        prompt = converse_until_prompt(client, ws)
+        r = client.post(f"/api/hooks/{prompt['token']}", json={"payload": "Parley Cloud"},
+                        headers=AUTH)
+        assert r.json()["recorded"] is True
+        frames = until(ws, lambda f: f["type"] == "status")
+        assert [f["token"] for f in frames if f["type"] == "answered"] == [prompt["token"]]
+    run = wait_run(client, prompt["run_id"], lambda run: run["status"] == "completed")
+    assert run["result"]["reply"].startswith("Thanks! For Parley Cloud")
