@@ -5,6 +5,7 @@ Values crossing Redis are JSON (orjson) only: nothing read from Redis can execut
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from typing import Any
@@ -36,11 +37,32 @@ def encode_value(
             run_id=run_id,
             hook_id=hook_id,
         ) from None
+    if b"null" in data and _has_non_finite(value):
+        # orjson writes NaN/Infinity as null: refuse instead of silently changing the value.
+        raise InvalidPayload(
+            f"{what} contains NaN or Infinity, which JSON cannot represent",
+            run_id=run_id,
+            hook_id=hook_id,
+        )
     if len(data) > limit:
         raise PayloadTooLarge(
             f"{what} is {len(data)} bytes, the limit is {limit}", run_id=run_id, hook_id=hook_id
         )
     return data
+
+
+def _has_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
 
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
