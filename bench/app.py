@@ -1,0 +1,145 @@
+"""The workflow the benchmark runs, and the probes it installs in each worker process.
+
+Imported by ``parley worker --app bench.app``. When ``$PARLEY_BENCH_REDIS`` is set (the
+benchmark sets it for its workers), importing this module also
+
+- counts every client round trip of the process (per command name; a pipeline is one
+  round trip, counted as ``PIPELINE``; an XREADGROUP that returned nothing is also counted
+  as ``XREADGROUP:empty`` — idle polling);
+- starts one reporter task that writes ``bench:worker:<pid>`` (a plain string key, SET —
+  a command the engine never uses, so the benchmark can subtract it) every 200 ms:
+  the asyncio task count, the thread count, and the round-trip counters.
+
+The reporter is one asyncio task per process, whatever the number of runs; the task count
+it reports includes itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
+
+from runtime import (
+    STEP_HOOK_TIMEOUT,
+    load_step_checkpoint,
+    save_step_checkpoint,
+    step,
+    step_hook,
+    workflow,
+)
+
+WORKFLOW = "bench_hitl"
+# orjson.dumps({"state": "x" * 88}) is exactly 100 bytes: the checkpoint the targets name.
+CHECKPOINT: dict[str, str] = {"state": "x" * 88}
+REPORT_KEY = "bench:worker:"
+REPORT_EVERY = 0.2
+
+round_trips: Counter[str] = Counter()
+
+
+async def _hand_out(token: str) -> None:
+    """An ``on_created`` that does nothing (``--on-created``: the flush-before-notify path)."""
+
+
+@step
+async def converse(due_at: float | None, notify: bool, defer: bool) -> Any:
+    if await load_step_checkpoint() is None:
+        # defer=True: written with the hook's creation (one round trip fewer); the default
+        # makes the checkpoint durable on return.
+        await save_step_checkpoint(CHECKPOINT, defer=defer)
+    # A deadline mode run passes an absolute due time; the timeout is computed when the hook
+    # is created (on re-execution the hook already exists and the value is not used).
+    timeout = None if due_at is None else max(0.001, due_at - time.time())
+    answer = await step_hook(
+        "answer",
+        timeout=timeout,
+        on_timeout="return",
+        on_created=_hand_out if notify else None,
+    )
+    return "timeout" if answer is STEP_HOOK_TIMEOUT else answer
+
+
+@workflow(name=WORKFLOW)
+async def bench_hitl(due_at: float | None = None, notify: bool = False, defer: bool = False) -> Any:
+    return await converse(due_at, notify, defer)
+
+
+# probes (worker processes only) ------------------------------------------------------------
+def _install_round_trip_counter() -> type[aioredis.Redis]:
+    """Count this process's round trips; returns a client class that is not counted."""
+    original = aioredis.Redis.execute_command
+    original_pipeline = Pipeline.execute
+
+    async def execute_command(self: aioredis.Redis, *args: Any, **options: Any) -> Any:
+        name = str(args[0]).upper()
+        round_trips[name] += 1
+        result = await original(self, *args, **options)
+        if name == "XREADGROUP" and not result:
+            round_trips["XREADGROUP:empty"] += 1
+        return result
+
+    async def execute(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
+        if self.command_stack:
+            round_trips["PIPELINE"] += 1
+            round_trips["PIPELINE:commands"] += len(self.command_stack)
+        return await original_pipeline(self, raise_on_error)
+
+    aioredis.Redis.execute_command = execute_command  # type: ignore[method-assign]
+    Pipeline.execute = execute  # type: ignore[method-assign]
+
+    class Uncounted(aioredis.Redis):
+        pass
+
+    Uncounted.execute_command = original  # type: ignore[method-assign]
+    return Uncounted
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+async def _report(url: str, client_class: type[aioredis.Redis]) -> None:
+    client = client_class.from_url(url)
+    key = f"{REPORT_KEY}{os.getpid()}"
+    try:
+        while True:
+            report = {
+                "pid": os.getpid(),
+                "ts": time.time(),
+                "rss_kb": _rss_kb(),
+                "tasks": len(asyncio.all_tasks()),
+                "threads": threading.active_count(),
+                "round_trips": dict(round_trips),
+            }
+            await client.set(key, orjson.dumps(report))
+            await asyncio.sleep(REPORT_EVERY)
+    finally:
+        await client.aclose()
+
+
+_reporter: asyncio.Task[None] | None = None
+
+
+def _start_probes() -> None:
+    """Started at import: ``parley worker`` imports the app inside its running loop."""
+    global _reporter
+    url = os.environ.get("PARLEY_BENCH_REDIS")
+    if not url:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    _reporter = loop.create_task(_report(url, _install_round_trip_counter()), name="bench-report")
+
+
+_start_probes()

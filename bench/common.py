@@ -1,0 +1,177 @@
+"""Helpers shared by the benchmark modes: the bench environment (Redis, workers, runtime,
+observer), bounded concurrency, condition waits, percentiles and the report table."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+
+from runtime import Runtime
+from runtime._keys import make_token, pending_hooks_key, run_keys, tasks_key
+
+from .harness import Observer, RedisServer, WorkerProcess, start_workers
+
+HOOK_ID = "converse-0.answer.0"  # step "converse", hook "answer", first round
+T = TypeVar("T")
+
+
+def token_of(run_id: str) -> str:
+    return make_token(run_id, HOOK_ID)
+
+
+@dataclass
+class Env:
+    url: str
+    own_redis: bool
+    rt: Runtime
+    observer: Observer
+    workers: list[WorkerProcess]
+    driver_round_trips: Counter[str]
+    partitions: int
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in self.workers]
+
+    async def suspended(self) -> int:
+        """Pending hooks over all partitions: a bench run's hook enters the pending set in
+        the same script that records its suspension."""
+        keys = [pending_hooks_key(p) for p in range(self.partitions)]
+        return await self.observer.sum_of("SCARD", keys)
+
+    async def queued(self) -> int:
+        """Tasks not yet finished (a task is XDEL'd when its execution suspends or ends)."""
+        return await self.observer.sum_of("XLEN", [tasks_key(p) for p in range(self.partitions)])
+
+    async def run_events(self, run_ids: list[str], batch: int = 1000) -> list[list[Any]]:
+        """Each run's raw event entries [(id, {b't': type, b'd': data}), ...]."""
+        out: list[list[Any]] = []
+        for i in range(0, len(run_ids), batch):
+            chunk = run_ids[i : i + batch]
+            out += await self.observer.pipeline(
+                [("XRANGE", run_keys(r, self.partitions).events, "-", "+") for r in chunk]
+            )
+        return out
+
+
+def _count_round_trips(rt: Runtime) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    client = rt.redis
+    original = client.execute_command
+
+    async def execute_command(*args: Any, **options: Any) -> Any:
+        counts[str(args[0]).upper()] += 1
+        return await original(*args, **options)
+
+    client.execute_command = execute_command  # type: ignore[method-assign]
+    return counts
+
+
+@asynccontextmanager
+async def bench_env(
+    redis_url: str | None,
+    workers: int,
+    *,
+    partitions: int,
+    concurrency: int,
+    lease: float,
+    redis_args: list[str] | None = None,
+) -> AsyncIterator[Env]:
+    server = RedisServer(extra=redis_args) if redis_url is None else None
+    url = server.url if server is not None else str(redis_url)
+    procs: list[WorkerProcess] = []
+    try:
+        rt = await Runtime(url, partitions=partitions, lease_seconds=lease).connect()
+        try:
+            procs = start_workers(
+                url, workers, partitions=partitions, concurrency=concurrency, lease=lease
+            )
+            pids = {"driver": os.getpid(), **{f"worker{i}": w.pid for i, w in enumerate(procs)}}
+            if server is not None:
+                pids["redis"] = server.pid
+            observer = Observer(url, pids)
+            try:
+                yield Env(
+                    url, server is not None, rt, observer, procs, _count_round_trips(rt),
+                    partitions,
+                )  # fmt: skip
+            finally:
+                await observer.close()
+        finally:
+            for w in procs:
+                w.stop()
+            await rt.close()
+    finally:
+        if server is not None:
+            server.stop()
+
+
+async def bounded(items: Iterable[T], fn: Callable[[T], Awaitable[Any]], concurrency: int) -> None:
+    """Run ``fn`` over ``items`` with at most ``concurrency`` calls in flight."""
+    it = iter(items)
+
+    async def runner() -> None:
+        for item in it:
+            await fn(item)
+
+    await asyncio.gather(*(runner() for _ in range(concurrency)))
+
+
+async def wait_for(
+    condition: Callable[[], Awaitable[bool]], timeout: float, what: str, every: float = 0.02
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(every)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def pcts(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(percentile(values, 50), 3),
+        "p95": round(percentile(values, 95), 3),
+        "p99": round(percentile(values, 99), 3),
+        "max": round(max(values), 3) if values else math.nan,
+        "n": len(values),
+    }
+
+
+Row = tuple[str, str, str, str]  # figure, value, target, verdict
+
+
+def verdict(ok: bool | None) -> str:
+    return "" if ok is None else ("met" if ok else "MISSED")
+
+
+def print_report(title: str, rows: list[Row], notes: list[str], result: dict[str, Any]) -> None:
+    widths = [max(len(r[i]) for r in [("figure", "value", "target", ""), *rows]) for i in range(4)]
+    print(f"\n== {title} ==")
+    header = ("figure", "value", "target", "")
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for note in notes:
+        print(f"note: {note}")
+    print(orjson.dumps(result, option=orjson.OPT_SORT_KEYS).decode(), flush=True)
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]

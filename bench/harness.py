@@ -1,0 +1,314 @@
+"""Processes and server-side measurements for the benchmark: a private redis-server, real
+worker processes, and snapshots of Redis command counts, memory and CPU."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from runtime import _scripts
+
+from .app import REPORT_KEY
+
+ROOT = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _lua_commands() -> frozenset[str]:
+    """Commands the engine's Lua scripts call (counted by INFO commandstats, but not
+    top-level commands: they run inside one EVALSHA)."""
+    text = "\n".join(v for k, v in vars(_scripts).items() if k.isupper() and isinstance(v, str))
+    return frozenset(m.lower() for m in re.findall(r"redis\.call\('([A-Za-z]+)'", text))
+
+
+LUA_COMMANDS = _lua_commands()
+SETUP_COMMANDS = frozenset({"hello", "ping", "auth", "select"})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _split_args(args: list[str]) -> list[str]:
+    """``--name=value`` -> ``--name value`` (redis-server's form)."""
+    out: list[str] = []
+    for arg in args:
+        out += arg.split("=", 1)
+    return out
+
+
+class RedisServer:
+    """A private ``redis-server`` (no persistence) so command counts and memory deltas are
+    the benchmark's alone."""
+
+    def __init__(self, binary: str = "redis-server", extra: list[str] | None = None) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--daemonize", "no", "--bind", "127.0.0.1", "--maxclients", "10000",
+             *_split_args(extra or [])],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+class WorkerProcess:
+    """``python -m runtime.cli worker --app bench.app`` — started ready."""
+
+    def __init__(self, redis_url: str, *, partitions: int, concurrency: int, lease: float) -> None:
+        env = {**os.environ, "PARLEY_BENCH_REDIS": redis_url}
+        self.log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in stop()
+            prefix="parley-bench-worker-", suffix=".log"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runtime.cli", "worker", "--app", "bench.app",
+             "--redis", redis_url, "--partitions", str(partitions),
+             "--concurrency", str(concurrency), "--lease", str(lease),
+             "--log-level", "WARNING"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=self.log_file,
+        )  # fmt: skip
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if ready:
+                line = self.proc.stdout.readline().decode()
+                if line.startswith("parley worker ready"):
+                    return
+                if not line and self.proc.poll() is not None:
+                    break
+        raise RuntimeError(f"bench worker did not become ready; log:\n{self.log()}")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return Path(self.log_file.name).read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.log_file.close()
+
+
+def start_workers(
+    redis_url: str, count: int, *, partitions: int, concurrency: int, lease: float
+) -> list[WorkerProcess]:
+    workers = [
+        WorkerProcess(redis_url, partitions=partitions, concurrency=concurrency, lease=lease)
+        for _ in range(count)
+    ]
+    try:
+        for w in workers:
+            w.wait_ready()
+    except BaseException:
+        for w in workers:
+            w.stop()
+        raise
+    return workers
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (from /proc; 0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes on the machine spent busy (from /proc/stat)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / CLK_TCK
+
+
+def proc_rss_kb(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_KB
+    except OSError:
+        return 0
+
+
+@dataclass
+class Snapshot:
+    """Server-wide and per-process counters at one moment."""
+
+    wall: float
+    commands: dict[str, int]  # INFO commandstats calls, by lower-case command name
+    usec: dict[str, int]  # INFO commandstats usec, by command
+    used_memory: int
+    used_memory_dataset: int  # used_memory minus overhead (client buffers, etc.)
+    redis_cpu: float
+    cpu: dict[str, float]  # process label -> CPU seconds
+    machine_busy: float  # CPU seconds the whole machine was busy
+    observer: dict[str, int]  # the observer's own commands so far, by command
+    workers: list[dict[str, Any]] = field(default_factory=list)  # the reporters' last reports
+
+
+class Observer:
+    """The benchmark's own connection for measuring: counts what it sends, so its commands
+    can be subtracted from the server-wide command counts."""
+
+    def __init__(self, url: str, pids: dict[str, int]) -> None:
+        self.client = aioredis.Redis.from_url(url)
+        self.sent: dict[str, int] = {}
+        self.pids = pids  # label -> pid, for CPU time and RSS
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self.sent[name] = self.sent.get(name, 0) + n
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    async def pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for cmd in commands:
+                pipe.execute_command(*cmd)
+                self._count(str(cmd[0]).lower())
+            return list(await pipe.execute())
+
+    async def sum_of(self, command: str, keys: list[str]) -> int:
+        return sum(int(v) for v in await self.pipeline([(command, k) for k in keys]))
+
+    async def worker_reports(self, pids: list[int], fresh_after: float = 0.0) -> list[Any]:
+        """The workers' latest reports, waiting (bounded) for ones newer than ``fresh_after``."""
+        deadline = time.monotonic() + 5
+        while True:
+            raw = await self.pipeline([("GET", f"{REPORT_KEY}{pid}") for pid in pids])
+            reports = [orjson.loads(r) if r else None for r in raw]
+            if all(r is not None and r["ts"] > fresh_after for r in reports):
+                return reports
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker reports missing or stale: {reports}")
+            await _sleep(0.05)
+
+    async def snapshot(self, worker_pids: list[int]) -> Snapshot:
+        wall = time.time()
+        # Everything this observer sent before reading commandstats is in it; nothing after.
+        observed = dict(self.sent)
+        stats: Any = await self.client.info("commandstats")
+        self._count("info", 3)
+        memory: Any = await self.client.info("memory")
+        cpu: Any = await self.client.info("cpu")
+        commands: dict[str, int] = {}
+        usec: dict[str, int] = {}
+        for key, value in stats.items():
+            name = key.removeprefix("cmdstat_").lower()
+            commands[name] = int(value["calls"])
+            usec[name] = int(value["usec"])
+        reports = await self.worker_reports(worker_pids, fresh_after=wall)
+        return Snapshot(
+            wall=wall,
+            commands=commands,
+            usec=usec,
+            used_memory=int(memory["used_memory"]),
+            used_memory_dataset=int(memory["used_memory_dataset"]),
+            redis_cpu=float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+            cpu={label: proc_cpu_seconds(pid) for label, pid in self.pids.items()},
+            machine_busy=machine_busy_seconds(),
+            observer=observed,
+            workers=reports,
+        )
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+def delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
+def command_breakdown(before: Snapshot, after: Snapshot) -> dict[str, Any]:
+    """Server-side commands between two snapshots, split into the lifecycle's top-level
+    commands, commands run inside Lua scripts, background loops (deadline ticks,
+    heartbeats, reclaim) and the benchmark's own (observer, reporters)."""
+    calls = delta(after.commands, before.commands)
+    own = delta(after.observer, before.observer)
+    for name, n in own.items():
+        calls[name] = calls.get(name, 0) - n
+    reporter = calls.pop("set", 0)
+    # FIRE_DUE ends with one ZRANGE and is the only script that calls ZRANGE; HEARTBEAT is
+    # the only one that calls XCLAIM: so their EVALSHA counts are known exactly.
+    fire_due = calls.get("zrange", 0)
+    heartbeats = calls.get("xclaim", 0)
+    reclaim = calls.pop("xautoclaim", 0)
+    top: dict[str, int] = {}
+    lua: dict[str, int] = {}
+    setup: dict[str, int] = {}
+    for name, n in calls.items():
+        if n <= 0:
+            continue
+        if name in SETUP_COMMANDS or name.startswith(("script|", "client|")):
+            setup[name] = n  # a new connection's handshake, health checks, script loading
+        else:
+            (lua if name in LUA_COMMANDS else top)[name] = n
+    top["evalsha"] = top.get("evalsha", 0) - fire_due - heartbeats
+    return {
+        "top_level": {k: v for k, v in top.items() if v},
+        "inside_lua": lua,
+        "background": {
+            "fire_due_scripts": fire_due,
+            "heartbeat_scripts": heartbeats,
+            "xautoclaim": reclaim,
+        },
+        "connection_setup": setup,
+        "bench_reporter_set": reporter,
+    }

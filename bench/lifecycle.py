@@ -1,0 +1,222 @@
+"""The HITL lifecycle benchmark (main and scale modes).
+
+Phases, each measured between server-side snapshots (see :mod:`bench.harness`):
+
+1. idle window: workers up, no runs — background polling rate, idle RSS and task count;
+2. start: N runs started (bounded concurrency, in batches) until all N are suspended on
+   their ``step_hook`` (checkpoint of 100 bytes saved) — start rate, memory per run;
+3. probe: with the N runs still suspended, ``probe`` more runs are started, then answered
+   one by one at a light paced rate; latency = answer accepted (``resume_hook`` returned)
+   → the driver reads ``workflow.completed`` from the run's stream (blocking XREAD);
+4. resume: the N runs are answered (bounded concurrency) until all completed — resume
+   rate; per-run latency under load from the Redis stream ids (ms resolution).
+
+Then every run's event log is read back and checked: exactly one ``hook.created``, one
+``hook.received`` and one ``workflow.completed`` with the answer as result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from runtime._keys import run_keys
+
+from .app import WORKFLOW
+from .common import Env, bounded, token_of, wait_for
+from .harness import Snapshot
+
+ANSWER = "ok"
+
+
+@dataclass
+class Options:
+    runs: int = 2000
+    batch: int = 0  # 0: one batch
+    concurrency: int = 256  # driver calls in flight (starts, answers)
+    probe: int = 100
+    probe_rate: float = 200.0  # answers per second during the light-load probe
+    idle_window: float = 2.0
+    warmup: int = 200  # full lifecycles before measuring (connection pools, script cache)
+    on_created: bool = False
+    defer: bool = False  # save_step_checkpoint(defer=True)
+
+
+@dataclass
+class Phase:
+    before: Snapshot
+    after: Snapshot
+    driver_before: Counter[str]
+    driver_after: Counter[str]
+
+
+async def snap(env: Env) -> tuple[Snapshot, Counter[str]]:
+    return await env.observer.snapshot(env.worker_pids), Counter(env.driver_round_trips)
+
+
+async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
+    rt = env.rt
+    n = opts.runs
+    if opts.warmup:
+        await _warm_up(env, opts)
+    idle0, _ = await snap(env)
+    await asyncio.sleep(opts.idle_window)  # a measurement window, not a wait for a condition
+    s0, d0 = await snap(env)
+
+    # phase: start ------------------------------------------------------------------------
+    run_ids: list[str] = []
+
+    async def start_one(_: int) -> None:
+        run_ids.append(await rt.start(WORKFLOW, None, opts.on_created, opts.defer))
+
+    batch = opts.batch or n
+    t_start = time.time()
+    for first in range(0, n, batch):
+        await bounded(range(first, min(n, first + batch)), start_one, opts.concurrency)
+        target = len(run_ids)
+        await wait_for(
+            lambda t=target: _at_least(env.suspended(), t), 60 + batch / 100, "suspensions"
+        )
+    s1, d1 = await snap(env)
+    key_bytes = await _key_bytes(env, run_ids[:: max(1, n // 50)])
+
+    # phase: light-load probe -------------------------------------------------------------
+    probe = await _probe(env, opts, n) if opts.probe else {}
+
+    # phase: resume -----------------------------------------------------------------------
+    s2, d2 = await snap(env)
+
+    async def answer_one(run_id: str) -> None:
+        await rt.resume_hook(token_of(run_id), ANSWER)
+
+    t_answer = time.time()
+    for first in range(0, n, batch):
+        await bounded(run_ids[first : first + batch], answer_one, opts.concurrency)
+    await wait_for(lambda: _all_done(env), 60 + n / 100, "completions")
+    s3, d3 = await snap(env)
+
+    check = await verify(env, run_ids)
+    return {
+        "runs": n,
+        "t_start": t_start,
+        "t_answer": t_answer,
+        "idle": (idle0, s0),
+        "start": Phase(s0, s1, d0, d1),
+        "resume": Phase(s2, s3, d2, d3),
+        "probe": probe,
+        "check": check,
+        "key_bytes": key_bytes,
+    }
+
+
+async def _key_bytes(env: Env, sample: list[str]) -> dict[str, float]:
+    """Average MEMORY USAGE of each key of a suspended run (a sample of runs)."""
+    out: dict[str, float] = {}
+    for name in ("run", "events", "ckpt", "hooks"):
+        keys = [getattr(run_keys(r, env.partitions), name) for r in sample]
+        sizes = await env.observer.pipeline([("MEMORY", "USAGE", k, "SAMPLES", 0) for k in keys])
+        out[name] = round(sum(int(x or 0) for x in sizes) / max(1, len(sizes)))
+    return out
+
+
+async def _warm_up(env: Env, opts: Options) -> None:
+    ids: list[str] = []
+
+    async def start_one(_: int) -> None:
+        ids.append(await env.rt.start(WORKFLOW, None, opts.on_created, opts.defer))
+
+    async def answer_one(run_id: str) -> None:
+        await env.rt.resume_hook(token_of(run_id), ANSWER)
+
+    await bounded(range(opts.warmup), start_one, opts.concurrency)
+    await wait_for(lambda: _at_least(env.suspended(), len(ids)), 120, "warm-up suspensions")
+    await bounded(ids, answer_one, opts.concurrency)
+    await wait_for(lambda: _all_done(env), 120, "warm-up completions")
+
+
+async def _at_least(value: Any, target: int) -> bool:
+    return bool(await value >= target)
+
+
+async def _all_done(env: Env) -> bool:
+    return await env.queued() == 0 and await env.suspended() == 0
+
+
+async def verify(env: Env, run_ids: list[str]) -> dict[str, Any]:
+    """Read every run's log: each completed exactly once with the answer; stream-id times."""
+    problems: list[str] = []
+    suspended_ms: list[int] = []
+    received_ms: list[int] = []
+    completed_ms: list[int] = []
+    for run_id, entries in zip(run_ids, await env.run_events(run_ids), strict=True):
+        types = Counter(fields[b"t"].decode() for _id, fields in entries)
+        stamps = {fields[b"t"].decode(): _ms(entry_id) for entry_id, fields in entries}
+        if types["workflow.completed"] != 1 or types["hook.created"] != 1:
+            problems.append(f"{run_id}: {dict(types)}")
+            continue
+        if types["hook.received"] != 1 or types["step.suspended"] != 1:
+            problems.append(f"{run_id}: {dict(types)}")
+            continue
+        done = next(f for _i, f in entries if f[b"t"] == b"workflow.completed")
+        if orjson.loads(done[b"d"]).get("result") != ANSWER:
+            problems.append(f"{run_id}: result {done[b'd']!r}")
+        suspended_ms.append(stamps["step.suspended"])
+        received_ms.append(stamps["hook.received"])
+        completed_ms.append(stamps["workflow.completed"])
+    return {
+        "completed_once": len(run_ids) - len(problems),
+        "problems": problems[:10],
+        "suspended_ms": suspended_ms,
+        "received_ms": received_ms,
+        "completed_ms": completed_ms,
+    }
+
+
+def _ms(entry_id: bytes) -> int:
+    return int(entry_id.split(b"-", 1)[0])
+
+
+async def _probe(env: Env, opts: Options, already: int) -> dict[str, Any]:
+    """Light load: answer ``opts.probe`` suspended runs at a paced rate; per answer, time
+    from resume_hook's return (accepted) to the driver reading workflow.completed."""
+    rt = env.rt
+    ids = [await rt.start(WORKFLOW, None, opts.on_created, opts.defer) for _ in range(opts.probe)]
+    total = already + len(ids)
+    await wait_for(lambda: _at_least(env.suspended(), total), 60, "probe suspensions")
+    keys = [run_keys(r, env.partitions).events for r in ids]
+    lasts = await env.observer.pipeline([("XREVRANGE", k, "+", "-", "COUNT", 1) for k in keys])
+    accepted: list[float] = []
+    sent: list[float] = []
+    reader = aioredis.Redis.from_url(env.url, max_connections=64)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time() + 0.05
+    try:
+
+        async def one(i: int) -> None:
+            await asyncio.sleep(max(0.0, t0 + i / opts.probe_rate - loop.time()))
+            last: Any = lasts[i][0][0]
+            t_send = time.perf_counter()
+            await rt.resume_hook(token_of(ids[i]), ANSWER)
+            t_acc = time.perf_counter()
+            while True:
+                reply: Any = await reader.xread({keys[i]: last}, count=16, block=10_000)
+                if not reply:
+                    raise TimeoutError(f"probe run {ids[i]} did not complete")
+                entries = reply[0][1]
+                last = entries[-1][0]
+                if any(f[b"t"] == b"workflow.completed" for _i, f in entries):
+                    break
+            t_done = time.perf_counter()
+            accepted.append((t_done - t_acc) * 1000)
+            sent.append((t_done - t_send) * 1000)
+
+        await asyncio.gather(*(one(i) for i in range(len(ids))))
+    finally:
+        await reader.aclose()
+    return {"accepted_ms": accepted, "sent_ms": sent, "rate": opts.probe_rate}

@@ -1,0 +1,240 @@
+"""Figures, table rows and the JSON result of the lifecycle benchmark (main/scale)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections import Counter
+from typing import Any
+
+from .common import Row, load_average, pcts, verdict
+from .harness import command_breakdown, delta
+from .lifecycle import Phase
+
+IDLE_ROUND_TRIPS = ("PIPELINE", "XREADGROUP:empty", "XAUTOCLAIM")
+NOT_ROUND_TRIPS = ("PIPELINE:commands", "SET")  # a pipeline's size; the bench reporter
+
+
+def _worker_sum(snapshot_workers: list[dict[str, Any]], key: str) -> int:
+    return sum(int(w[key]) for w in snapshot_workers)
+
+
+def _round_trips(phase: Phase) -> dict[str, int]:
+    before: Counter[str] = Counter()
+    after: Counter[str] = Counter()
+    for w in phase.before.workers:
+        before.update(w["round_trips"])
+    for w in phase.after.workers:
+        after.update(w["round_trips"])
+    workers = delta(dict(after), dict(before))
+    driver = delta(dict(phase.driver_after), dict(phase.driver_before))
+    skip = IDLE_ROUND_TRIPS + NOT_ROUND_TRIPS
+    lifecycle = {k: v for k, v in workers.items() if k not in skip}
+    if "XREADGROUP" in lifecycle:
+        lifecycle["XREADGROUP"] -= workers.get("XREADGROUP:empty", 0)
+    return {
+        "driver": sum(driver.values()),
+        "workers": sum(v for v in lifecycle.values() if v > 0),
+        "workers_background": sum(workers.get(k, 0) for k in IDLE_ROUND_TRIPS),
+    }
+
+
+def summarize(
+    raw: dict[str, Any], args: argparse.Namespace, own_redis: bool
+) -> tuple[dict[str, Any], list[Row], list[str]]:
+    n = raw["runs"]
+    start: Phase = raw["start"]
+    resume: Phase = raw["resume"]
+    check = raw["check"]
+    idle0, idle1 = raw["idle"]
+    t1 = max(check["suspended_ms"]) / 1000 - raw["t_start"] if check["suspended_ms"] else 0.0
+    t2 = max(check["completed_ms"]) / 1000 - raw["t_answer"] if check["completed_ms"] else 0.0
+    start_rate = n / t1 if t1 > 0 else 0.0
+    resume_rate = n / t2 if t2 > 0 else 0.0
+    e2e = n / (t1 + t2) if t1 + t2 > 0 else 0.0
+    under_load = pcts(
+        [c - r for c, r in zip(check["completed_ms"], check["received_ms"], strict=True)]
+    )
+    probe = raw["probe"]
+    light = pcts(probe.get("accepted_ms", []))
+    light_sent = pcts(probe.get("sent_ms", []))
+
+    cmd_start = command_breakdown(start.before, start.after)
+    cmd_resume = command_breakdown(resume.before, resume.after)
+    top: Counter[str] = Counter(cmd_start["top_level"]) + Counter(cmd_resume["top_level"])
+    lua: Counter[str] = Counter(cmd_start["inside_lua"]) + Counter(cmd_resume["inside_lua"])
+    background: Counter[str] = Counter(cmd_start["background"]) + Counter(cmd_resume["background"])
+    setup: Counter[str] = Counter(cmd_start["connection_setup"]) + Counter(
+        cmd_resume["connection_setup"]
+    )
+    top_per = sum(top.values()) / n
+    rt_start, rt_resume = _round_trips(start), _round_trips(resume)
+    rt_per = (
+        rt_start["driver"] + rt_start["workers"] + rt_resume["driver"] + rt_resume["workers"]
+    ) / n
+    idle_cmds = command_breakdown(idle0, idle1)
+    window = idle1.wall - idle0.wall
+    idle_rate = {
+        k: round(v / window, 1)
+        for k, v in {**idle_cmds["top_level"], **idle_cmds["background"]}.items()
+        if v
+    }
+
+    mem_per_run = (start.after.used_memory_dataset - start.before.used_memory_dataset) / n
+    mem_total_per_run = (start.after.used_memory - start.before.used_memory) / n
+    rss_idle = [w["rss_kb"] for w in start.before.workers]
+    rss_susp = [w["rss_kb"] for w in start.after.workers]
+    rss_growth_mb = max(b - a for a, b in zip(rss_idle, rss_susp, strict=True)) / 1024
+    tasks_idle = [w["tasks"] for w in start.before.workers]
+    tasks_susp = [w["tasks"] for w in start.after.workers]
+    threads_idle = [w["threads"] for w in start.before.workers]
+    threads_susp = [w["threads"] for w in start.after.workers]
+    cpu = {
+        label: round(
+            (
+                (start.after.cpu[label] - start.before.cpu[label])
+                + (resume.after.cpu[label] - resume.before.cpu[label])
+            )
+            / n
+            * 1e6
+        )
+        for label in start.after.cpu
+    }
+    redis_cpu = round(
+        (
+            (start.after.redis_cpu - start.before.redis_cpu)
+            + (resume.after.redis_cpu - resume.before.redis_cpu)
+        )
+        / n
+        * 1e6
+    )
+
+    # The machine is shared: CPU the other processes used during the measured phases.
+    ours = sum(cpu.values()) * n / 1e6
+    busy = (start.after.machine_busy - start.before.machine_busy) + (
+        resume.after.machine_busy - resume.before.machine_busy
+    )
+    wall = (start.after.wall - start.before.wall) + (resume.after.wall - resume.before.wall)
+    other_cores = max(0.0, busy - ours) / wall if wall > 0 else 0.0
+    per_lifecycle_cpu = sum(cpu.values())  # driver + workers + redis, microseconds
+    cpu_bound = _cpus() / per_lifecycle_cpu * 1e6 if per_lifecycle_cpu else 0.0
+    e2e_target = 1500.0 if args.workers >= 2 else 900.0
+    lua_per = sum(lua.values()) / n
+    result: dict[str, Any] = {
+        "bench": "hitl",
+        "mode": args.mode,
+        "runs": n,
+        "workers": args.workers,
+        "partitions": args.partitions,
+        "load_avg": load_average(),
+        "private_redis": own_redis,
+        "completed_once": check["completed_once"],
+        "problems": check["problems"],
+        "start_rate": round(start_rate, 1),
+        "resume_rate": round(resume_rate, 1),
+        "lifecycles_per_s": round(e2e, 1),
+        "resume_latency_light_ms": light,
+        "resume_latency_light_from_send_ms": light_sent,
+        "resume_latency_under_load_ms": under_load,
+        "top_level_commands_per_lifecycle": round(top_per, 2),
+        "top_level_commands": dict(top),
+        "lua_commands_per_lifecycle": round(lua_per, 2),
+        "background_commands": dict(background),
+        "connection_setup_commands": dict(setup),
+        "idle_commands_per_s": idle_rate,
+        "round_trips_per_lifecycle": round(rt_per, 2),
+        "round_trips": {"start": rt_start, "resume": rt_resume},
+        "redis_bytes_per_suspended_run": round(mem_per_run),
+        "redis_used_memory_delta_per_run": round(mem_total_per_run),
+        "redis_key_bytes_sample": raw.get("key_bytes", {}),
+        "worker_rss_kb_idle": rss_idle,
+        "worker_rss_kb_suspended": rss_susp,
+        "worker_rss_growth_mb": round(rss_growth_mb, 2),
+        "worker_tasks_idle": tasks_idle,
+        "worker_tasks_suspended": tasks_susp,
+        "worker_threads_idle": threads_idle,
+        "worker_threads_suspended": threads_susp,
+        "cpu_us_per_lifecycle": {**cpu, "redis_server_info": redis_cpu},
+        "cpu_bound_lifecycles_per_s": round(cpu_bound),
+        "other_processes_cores_busy": round(other_cores, 2),
+    }
+    ok_light = light["p50"] <= 2 and light["p99"] <= 10 if light["n"] else None
+    no_task_per_run = (
+        all(s <= i for s, i in zip(tasks_susp, tasks_idle, strict=True))
+        and threads_susp == threads_idle
+    )
+    done = check["completed_once"]
+    rows: list[Row] = [
+        ("runs completed exactly once", f"{done}/{n}", f"{n}/{n}", verdict(done == n)),
+        ("start rate (suspended/s)", f"{start_rate:,.0f}", "", ""),
+        ("resume rate (completed/s)", f"{resume_rate:,.0f}", "", ""),
+        (
+            "lifecycles/s end to end",
+            f"{e2e:,.0f}",
+            f">= {e2e_target:,.0f} ({args.workers} workers)",
+            verdict(e2e >= e2e_target),
+        ),
+        ("resume latency light p50/p95/p99 ms", _p3(light), "<= 2 / - / 10", verdict(ok_light)),
+        ("  same, from answer sent", _p3(light_sent), "", ""),
+        ("resume latency under load p50/p95/p99 ms", _p3(under_load), "1 ms resolution", ""),
+        (
+            "top-level Redis commands / lifecycle",
+            f"{top_per:.2f}  {dict(top)}",
+            "<= 8",
+            verdict(top_per <= 8.05),
+        ),
+        ("commands inside Lua / lifecycle", f"{lua_per:.1f}", "", ""),
+        ("client round trips / lifecycle", f"{rt_per:.2f}", "", ""),
+        ("background during run (not counted)", str(dict(background)), "", ""),
+        ("connection setup during run (not counted)", str(dict(setup)), "", ""),
+        ("idle polling, commands/s (K workers)", str(idle_rate), "", ""),
+        (
+            "Redis bytes / suspended run (dataset)",
+            f"{mem_per_run:,.0f}",
+            "<= 1536",
+            verdict(mem_per_run <= 1536),
+        ),
+        ("  used_memory delta / run", f"{mem_total_per_run:,.0f}", "", ""),
+        ("  MEMORY USAGE by key (sample)", str(raw.get("key_bytes", {})), "", ""),
+        (
+            "worker RSS KB idle -> suspended",
+            f"{rss_idle} -> {rss_susp}",
+            "growth <= 20 MB",
+            verdict(rss_growth_mb <= 20),
+        ),
+        (
+            "worker asyncio tasks idle -> suspended",
+            f"{tasks_idle} -> {tasks_susp}",
+            "no task per run",
+            verdict(no_task_per_run),
+        ),
+        ("worker threads idle -> suspended", f"{threads_idle} -> {threads_susp}", "", ""),
+        ("CPU us / lifecycle", str(result["cpu_us_per_lifecycle"]), "", ""),
+        (
+            "  => lifecycles/s if all cores were ours",
+            f"{cpu_bound:,.0f}",
+            f">= {e2e_target:,.0f}",
+            verdict(cpu_bound >= e2e_target),
+        ),
+        ("other processes' load during run (cores)", f"{other_cores:.2f}", "", ""),
+    ]
+    notes = [
+        f"load average at the end: {result['load_avg']} on {_cpus()} CPUs (shared machine)",
+        "light latency: resume_hook returned -> the driver's blocking XREAD returned"
+        f" workflow.completed; {light['n']} runs answered at {probe.get('rate', 0):g}/s"
+        " while the N runs were suspended",
+        "under-load latency: workflow.completed id ms - hook.received id ms (Redis clock)",
+    ]
+    if not own_redis:
+        notes.append(
+            "--redis given: INFO commandstats/memory are server-wide, other clients count too"
+        )
+    return result, rows, notes
+
+
+def _p3(p: dict[str, float]) -> str:
+    return f"{p['p50']}/{p['p95']}/{p['p99']}"
+
+
+def _cpus() -> int:
+    return os.cpu_count() or 0
