@@ -30,15 +30,15 @@ owns suspend/resume at the step boundary, as the seed's worked example prescribe
    the model for the *next* turn: answered turns are not re-run (no model call, no tool
    call, no streamed text is repeated).
 
-Graphs built otherwise (e.g. ``langgraph.prebuilt.create_react_agent``) also work as long as
-a human-tool call is not mixed with ordinary calls in one AI message: :func:`run_agent`
-stops consuming the stream as soon as such a call appears, before the tool node runs.
+Other graphs (e.g. ``create_react_agent``) work if a human call is never mixed with
+ordinary calls in one AI message: :func:`run_agent` stops the stream before their tool node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 try:
@@ -76,15 +76,8 @@ from ..primitives import (
     step_hook,
 )
 
-__all__ = [
-    "HumanRequest",
-    "HumanTool",
-    "create_agent_graph",
-    "decode_transcript",
-    "encode_transcript",
-    "final_text",
-    "run_agent",
-]
+__all__ = ["HumanRequest", "HumanTool", "create_agent_graph", "decode_transcript"]
+__all__ += ["HumanToolNotDriven", "encode_transcript", "final_text", "run_agent"]
 
 CHECKPOINT_VERSION = 1
 OnText = Callable[[int, str], Awaitable[None]]
@@ -122,35 +115,26 @@ class HumanTool:
     prompt: str | Callable[[dict[str, Any]], str] | None = None
     no_response: str = "The person did not respond in time."
     format_answer: Callable[[Any], str] | None = None
-    _tool: BaseTool | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # The tool name is also the hook name: both must be valid before the model sees it.
         if not NAME_RE.match(self.name):
             raise UsageError(f"human tool name must match {NAME_RE.pattern}, got {self.name!r}")
 
-    def as_tool(self) -> BaseTool:
+    @cached_property
+    def tool(self) -> BaseTool:
         """The LangChain tool to bind to the model. Its body never runs under
         :func:`run_agent`; if some other driver runs it, it fails loudly."""
-        if self._tool is None:
-            name = self.name
 
-            async def not_driven(**_: Any) -> str:
-                raise HumanToolNotDriven(
-                    f"human tool {name!r} was executed inside the graph; drive the agent "
-                    "with runtime.integrations.langchain.run_agent"
-                )
+        async def not_driven(**_: Any) -> str:
+            raise HumanToolNotDriven(f"{self.name!r} ran inside the graph: use run_agent()")
 
-            tool = StructuredTool.from_function(
-                coroutine=not_driven,
-                name=self.name,
-                description=self.description,
-                args_schema=self.args_schema,
-                infer_schema=False,
-            )
-            object.__setattr__(self, "_tool", tool)  # frozen: cache once
-        assert self._tool is not None
-        return self._tool
+        return StructuredTool.from_function(
+            coroutine=not_driven,
+            name=self.name,
+            description=self.description,
+            args_schema=self.args_schema,
+        )
 
     def schema_for(self, args: dict[str, Any]) -> dict[str, Any] | None:
         if callable(self.answer_schema):
@@ -214,10 +198,6 @@ def _surfaced(messages: Sequence[BaseMessage], human: set[str]) -> HumanRequest 
     return HumanRequest(tool=call["name"], args=dict(call["args"]), tool_call_id=call["id"])
 
 
-def ai_turns(messages: Sequence[BaseMessage]) -> int:
-    return sum(isinstance(m, AIMessage) for m in messages)
-
-
 def final_text(messages: Sequence[BaseMessage]) -> str:
     """The text of the agent's last AI message."""
     last = _last_ai(messages)
@@ -245,7 +225,7 @@ def create_agent_graph(
     by_name = {t.name: t for t in tools}
     if clash := human & set(by_name):
         raise UsageError(f"tool names used twice: {sorted(clash)}")
-    bound = model.bind_tools([*tools, *(t.as_tool() for t in human_tools)])
+    bound = model.bind_tools([*tools, *(t.tool for t in human_tools)])
 
     async def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         return {"messages": [await bound.ainvoke(state["messages"], config)]}
@@ -271,7 +251,7 @@ def create_agent_graph(
     graph = StateGraph(MessagesState)
     graph.add_node("model", call_model)
     graph.add_node("tools", call_tools)
-    targets = {"model": "model", "tools": "tools", END: END}
+    targets: dict[Hashable, str] = {"model": "model", "tools": "tools", END: END}
     graph.add_conditional_edges(START, route, targets)
     graph.add_conditional_edges("model", route, targets)
     graph.add_conditional_edges("tools", route, targets)
@@ -291,6 +271,7 @@ async def run_agent(
     on_created: OnCreated | None = None,
     on_text: OnText | None = None,
     stream: bool = True,
+    durable_steps: bool = True,
     config: RunnableConfig | None = None,
 ) -> list[BaseMessage]:
     """Drive ``graph`` (state: ``messages``) from inside a ``@step`` until the agent
@@ -301,6 +282,8 @@ async def run_agent(
     person is asked (the engine already put the prompt in the run's chat session).
     Streamed text goes to ``on_text(turn, delta)``, by default to the chat session as
     ``{"type": "text", "message_id": "<run>:<turn>", "seq", "delta"}`` frames.
+    ``durable_steps`` checkpoints the transcript after each graph superstep (one round
+    trip each); without it, work done since the last suspension re-runs after a crash.
     """
     by_name = {t.name: t for t in human_tools}
     human = set(by_name)
@@ -319,6 +302,16 @@ async def run_agent(
         await step_hook(name, on_timeout="return")
     text_out = on_text if on_text is not None else _session_text() if stream else None
 
+    async def save(at: list[BaseMessage], asked: HumanRequest | None, defer: bool) -> None:
+        pending_state = None if asked is None else asdict(asked)
+        state = {"v": CHECKPOINT_VERSION, "messages": encode_transcript(at), "answered": answered}
+        await save_step_checkpoint({**state, "pending": pending_state}, defer=defer)
+
+    async def progress(at: list[BaseMessage]) -> None:
+        # Durable after every graph superstep: a crash mid-agent resumes from here, so a
+        # model turn or a side-effecting tool that finished is not run again.
+        await save(at, None, defer=not durable_steps)
+
     while True:
         if pending is not None:
             tool = by_name[pending.tool]
@@ -335,24 +328,13 @@ async def run_agent(
         # Several human calls in one AI message are asked one after the other.
         pending = _surfaced(transcript, human)
         if pending is None:
-            transcript = await _drive(graph, transcript, human, text_out, config)
+            transcript = await _drive(graph, transcript, human, text_out, progress, config)
             pending = _surfaced(transcript, human)
         if pending is None:
             await delete_step_checkpoint()
             return transcript
-        # Written atomically with the hook.created of the step_hook just below.
-        await save_step_checkpoint(
-            {
-                "v": CHECKPOINT_VERSION,
-                "messages": encode_transcript(transcript),
-                "pending": {
-                    "tool": pending.tool,
-                    "args": pending.args,
-                    "tool_call_id": pending.tool_call_id,
-                },
-                "answered": answered,
-            }
-        )
+        # Deferred: written atomically with the hook.created of the step_hook just below.
+        await save(transcript, pending, defer=True)
 
 
 def _bind_on_created(
@@ -386,6 +368,7 @@ async def _drive(
     transcript: list[BaseMessage],
     human: set[str],
     on_text: OnText | None,
+    progress: Callable[[list[BaseMessage]], Awaitable[None]],
     config: RunnableConfig | None,
 ) -> list[BaseMessage]:
     """One ``astream`` of the graph from ``transcript``; returns the transcript it ended
@@ -397,14 +380,17 @@ async def _drive(
     try:
         async for mode, data in chunks:
             if mode == "values":
+                fresh_state = len(data["messages"]) > len(latest)
                 latest = list(data["messages"])
                 if _surfaced(latest, human) is not None:
                     break  # foreign graphs: stop before their tool node runs a human tool
+                if fresh_state and _route(latest, human) != END:  # END: final answer
+                    await progress(latest)
             elif on_text is not None:
                 chunk = data[0]
-                if isinstance(chunk, AIMessage | AIMessageChunk) and chunk.id not in seen:
-                    if delta := chunk.text:
-                        await on_text(ai_turns(latest), delta)
+                fresh = isinstance(chunk, AIMessage | AIMessageChunk) and chunk.id not in seen
+                if fresh and (delta := chunk.text):
+                    await on_text(sum(isinstance(m, AIMessage) for m in latest), delta)
     finally:
         await chunks.aclose()  # nothing of the graph outlives the step's suspension
     return latest

@@ -1,0 +1,77 @@
+"""Browser fixtures: Debian's Chromium driven by Playwright, and a fresh real stack."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .stack import Stack
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts"
+
+pytestmark = pytest.mark.e2e
+
+if not os.path.exists(CHROMIUM):  # pragma: no cover - depends on the machine
+    collect_ignore_glob = ["test_browser_*.py"]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"Debian's Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    from playwright.sync_api import Browser
+
+    assert isinstance(browser, Browser)
+    context = browser.new_context(viewport={"width": 1100, "height": 800})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def make_stack(redis_url: str) -> Iterator[Callable[..., Stack]]:
+    stacks: list[Stack] = []
+
+    def make(**env: str) -> Stack:
+        stack = Stack(redis_url, env)
+        stacks.append(stack)
+        return stack
+
+    yield make
+    for stack in stacks:
+        stack.stop()
+
+
+@pytest.fixture
+def stack(make_stack: Callable[..., Stack]) -> Stack:
+    return make_stack()
+
+
+def screenshot(page: object, name: str) -> Path:
+    from playwright.sync_api import Page
+
+    assert isinstance(page, Page)
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 1000
+    return path

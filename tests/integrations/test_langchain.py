@@ -1,0 +1,246 @@
+"""The LangChain integration in-process, real Redis: the agent of examples/langchain_agent.py
+asks the visitor through a durable human tool (acceptance 1, 3, 4, 5)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+
+pytest.importorskip("langchain_core")
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+)
+
+from examples import langchain_agent as demo
+from runtime import InvalidPayload, RunStatus, Runtime, Worker
+from runtime._keys import run_keys
+from runtime.integrations.langchain import decode_transcript, encode_transcript
+from tests.helpers import running
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+async def lrt(redis_url: str) -> AsyncIterator[Runtime]:
+    async with Runtime(redis_url, partitions=4) as runtime:
+        yield runtime
+
+
+async def counts(rt: Runtime, run_id: str) -> dict[str, int]:
+    raw = await rt.redis.hgetall(demo.counts_key(run_id))
+    return {k.decode(): int(v) for k, v in raw.items()}
+
+
+def work(turns: int, prompts: int = 1) -> dict[str, int]:
+    """The counters of a run without a crash: each model turn once, the side effect once."""
+    return {**{f"turn:{n}": 1 for n in range(turns)}, "lookup_order": 1, "on_created": prompts}
+
+
+async def outbox(rt: Runtime, session: str) -> list[dict[str, Any]]:
+    return [m for _, m in await rt.read_outbox(session, count=1000)]
+
+
+async def until_suspended(rt: Runtime, worker: Worker, run_id: str, hooks: int) -> None:
+    deadline = time.monotonic() + 15
+    while True:
+        run = await rt.get_run(run_id)
+        created = len(await rt.list_hooks(None, run_id=run_id))
+        if run.status is RunStatus.SUSPENDED and created == hooks and worker.running == 0:
+            return
+        assert time.monotonic() < deadline, f"run {run_id} did not suspend on hook {hooks}"
+        await asyncio.sleep(0.01)
+
+
+def transcript_of(result: dict[str, Any]) -> list[BaseMessage]:
+    return messages_from_dict(result["transcript"])
+
+
+async def test_human_tool_suspends_without_a_task_and_resumes(lrt: Runtime) -> None:
+    session = Runtime.new_session_id()
+    worker = Worker(lrt, timer_tick=0.01)
+    async with running(worker):
+        await worker.ready.wait()
+        idle_tasks = len(asyncio.all_tasks())
+        run_id = await lrt.start("langchain_agent", "Where is order B-7?", session=session)
+        await until_suspended(lrt, worker, run_id, hooks=1)
+        assert len(asyncio.all_tasks()) <= idle_tasks  # nothing of the agent is left running
+        [pending] = await lrt.list_hooks(run_id=run_id)
+        assert pending.name == "ask_visitor"
+        assert await counts(lrt, run_id) == work(2)
+        assert await lrt.resume_hook(pending.token, "refund")
+        result = await lrt.wait(run_id, timeout=15)
+
+    assert result["reply"] == "Done: refund for order B-7. Anything else?"
+    # One model call per turn over the whole run; the side-effecting tool ran once.
+    assert await counts(lrt, run_id) == work(3)
+    transcript = transcript_of(result)
+    answer = transcript[-2]
+    assert isinstance(answer, ToolMessage)
+    assert (answer.content, answer.tool_call_id) == ("refund", "call_1_ask_visitor")
+    types = [e.type for e in await lrt.events(run_id)]
+    assert types.count("hook.created") == 1 and types.count("step.suspended") == 1
+    assert await lrt.redis.exists(run_keys(run_id, 4).ckpt) == 0  # deleted at the end
+
+    # Streamed text: each turn shown once, in order, none repeated after the resume.
+    frames = await outbox(lrt, session)
+    texts = [m for m in frames if m["type"] == "text"]
+    ids = [(m["message_id"], m["seq"]) for m in texts]
+    assert len(ids) == len(set(ids))
+    shown = {}
+    for m in texts:
+        shown[m["message_id"]] = shown.get(m["message_id"], "") + m["delta"]
+    assert shown == {
+        f"{run_id}:0": "Let me look that order up. ",
+        f"{run_id}:1": "Your parcel was lost in transit. I can refund or reship it.",
+        f"{run_id}:2": "Done: refund for order B-7. Anything else?",
+    }
+    assert [m["type"] for m in frames].count("prompt") == 1
+    prompt = next(m for m in frames if m["type"] == "prompt")
+    assert prompt["prompt"] == "Refund or reship?"
+    assert prompt["schema"]["enum"] == ["refund", "reship"]
+
+
+async def test_invalid_answer_is_rejected_by_the_answer_schema(lrt: Runtime) -> None:
+    worker = Worker(lrt, timer_tick=0.01)
+    run_id = await lrt.start("langchain_agent", "Where is order B-7?")
+    await worker.drain()
+    [pending] = await lrt.list_hooks(run_id=run_id)
+    with pytest.raises(InvalidPayload):
+        await lrt.resume_hook(pending.token, "burn it")
+    assert (await lrt.get_run(run_id)).status is RunStatus.SUSPENDED
+
+
+async def test_two_human_tool_calls_in_one_agent_run(lrt: Runtime) -> None:
+    worker = Worker(lrt, timer_tick=0.01)
+    run_id = await lrt.start("langchain_agent", "Order C-3 never came, new address")
+    await worker.drain()
+    [first] = await lrt.list_hooks(run_id=run_id)
+    assert await lrt.resume_hook(first.token, "reship")
+    await worker.drain()
+    [second] = await lrt.list_hooks(run_id=run_id)
+    assert second.token != first.token
+    assert second.prompt == "Which address should we ship to?"
+    assert await lrt.resume_hook(second.token, "1 Main St")
+    await worker.drain()
+    result = await lrt.wait(run_id, timeout=5)
+
+    assert result["reply"] == "Done: reship / 1 Main St for order C-3. Anything else?"
+    assert await counts(lrt, run_id) == work(4, prompts=2)
+    events = await lrt.events(run_id)
+    waits = [e.data["wait"] for e in events if e.type == "step.suspended"]
+    assert waits == ["lc_agent-0.ask_visitor.0", "lc_agent-0.ask_visitor.1"]  # one per round
+    answers = [m for m in transcript_of(result) if isinstance(m, ToolMessage)]
+    assert [(m.name, m.content, m.tool_call_id) for m in answers] == [
+        (
+            "lookup_order",
+            "order C-3: shipped 12 days ago, parcel lost in transit",
+            "call_0_lookup_order",
+        ),
+        ("ask_visitor", "reship", "call_1_ask_visitor"),
+        ("ask_visitor", "1 Main St", "call_2_ask_visitor"),
+    ]
+
+
+async def test_timeout_gives_the_agent_a_no_response_result(lrt: Runtime) -> None:
+    session = Runtime.new_session_id()
+    worker = Worker(lrt, timer_tick=0.01)
+    async with running(worker):
+        run_id = await lrt.start(
+            "langchain_agent", "Where is order D-9?", prompt_timeout=0.3, session=session
+        )
+        result = await lrt.wait(run_id, timeout=15)
+
+    assert result["reply"] == "I did not hear back; I left the order as it is. Write any time!"
+    answer = transcript_of(result)[-2]
+    assert isinstance(answer, ToolMessage)
+    assert (answer.content, answer.tool_call_id) == (demo.NO_RESPONSE, "call_1_ask_visitor")
+    [hook] = await lrt.list_hooks(None, run_id=run_id)
+    assert hook.status.value == "expired"
+    assert await counts(lrt, run_id) == work(3)
+
+
+async def test_checkpointed_transcript_round_trips_exactly(lrt: Runtime) -> None:
+    worker = Worker(lrt, timer_tick=0.01)
+    run_id = await lrt.start("langchain_agent", "Where is order E-1?")
+    await worker.drain()
+    raw = await lrt.redis.hgetall(run_keys(run_id, 4).ckpt)
+    assert list(raw) == [b"lc_agent-0"]
+    checkpoint = orjson.loads(raw[b"lc_agent-0"])
+    assert checkpoint["pending"] == {
+        "tool": "ask_visitor",
+        "args": {"question": "Refund or reship?", "choices": ["refund", "reship"]},
+        "tool_call_id": "call_1_ask_visitor",
+    }
+    restored = decode_transcript(checkpoint["messages"])
+    [pending] = await lrt.list_hooks(run_id=run_id)
+    await lrt.resume_hook(pending.token, "refund")
+    await worker.drain()
+    final = transcript_of(await lrt.wait(run_id, timeout=5))
+
+    # What the step resumed from is exactly what the agent had produced: same messages,
+    # ids, tool calls (with their ids) and multi-part content.
+    assert restored == final[: len(restored)]
+    asked = restored[-1]
+    assert isinstance(asked, AIMessage)
+    assert asked.content == [
+        {"type": "text", "text": "Your parcel was lost in transit. "},
+        {"type": "text", "text": "I can refund or reship it."},
+    ]
+    assert [(c["id"], c["name"]) for c in asked.tool_calls] == [
+        ("call_1_ask_visitor", "ask_visitor")
+    ]
+    assert all(m.id for m in restored)
+
+
+def test_encode_decode_preserves_every_message_field() -> None:
+    transcript: list[BaseMessage] = [
+        SystemMessage("be brief", id="s1"),
+        HumanMessage(
+            content=[
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            ],
+            id="h1",
+        ),
+        AIMessage(
+            content=[{"type": "text", "text": "checking"}, {"type": "text", "text": " twice"}],
+            tool_calls=[
+                {
+                    "name": "lookup",
+                    "args": {"q": "x", "n": [1, 2]},
+                    "id": "call_a",
+                    "type": "tool_call",
+                },
+                {
+                    "name": "ask_visitor",
+                    "args": {"question": "ok?"},
+                    "id": "call_b",
+                    "type": "tool_call",
+                },
+            ],
+            additional_kwargs={"reasoning": "r"},
+            response_metadata={"model": "scripted"},
+            id="a1",
+        ),
+        ToolMessage("found", tool_call_id="call_a", name="lookup", status="error", id="t1"),
+    ]
+    # Through JSON bytes, as the checkpoint goes through Redis.
+    restored = decode_transcript(orjson.loads(orjson.dumps(encode_transcript(transcript))))
+    assert restored == transcript
+    assert [type(m) for m in restored] == [type(m) for m in transcript]
+    ai = restored[2]
+    assert isinstance(ai, AIMessage)
+    assert [c["id"] for c in ai.tool_calls] == ["call_a", "call_b"]
+    assert ai.content == transcript[2].content
