@@ -37,8 +37,16 @@ class Stack:
         self.log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in stop()
             prefix="parley-server-", suffix=".log"
         )
+        self.workers: list[WorkerProcess] = []
+        self.http = httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=10
+        )
+        self.start_server()
+        self.start_worker()
+
+    def start_server(self) -> None:
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "server", "--app", APP, "--redis", redis_url,
+            [sys.executable, "-m", "runtime.cli", "server", "--app", APP, "--redis", self.redis_url,
              "--partitions", str(PARTITIONS), "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "WARNING"],
             cwd=ROOT,
@@ -46,12 +54,16 @@ class Stack:
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
         )
-        self.workers: list[WorkerProcess] = []
-        self.http = httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=10
-        )
         self._wait_healthy(timeout=20)
-        self.start_worker()
+
+    def stop_server(self) -> None:
+        if self.server.poll() is None:
+            self.server.terminate()
+            try:
+                self.server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait(timeout=10)
 
     def _wait_healthy(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -84,12 +96,6 @@ class Stack:
     def stop(self) -> None:
         for worker in self.workers:
             worker.stop()
-        if self.server.poll() is None:
-            self.server.terminate()
-            try:
-                self.server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
-                self.server.wait(timeout=10)
+        self.stop_server()
         self.http.close()
         self.log_file.close()

@@ -113,3 +113,24 @@ def test_prompt_expires_while_the_page_is_open(
     expect(page.get_by_role("button", name="Parley Cloud")).to_be_disabled()
     expect(page.get_by_label("Your message")).to_be_enabled()
     screenshot(page, "chat-6-expired")
+
+
+def test_free_text_prompt_and_connection_drop(page: Page, stack: Stack) -> None:
+    page.goto(stack.url)
+    box = page.get_by_label("Your message")
+    box.fill("please email me")
+    box.press("Enter")
+    answer_box = page.get_by_role("textbox", name="Which email address should we use to reach you?")
+    expect(answer_box).to_be_focused()
+    # The server goes away while the prompt is pending: the widget says so and reconnects
+    # by itself when it is back; the prompt is still there, once.
+    stack.stop_server()
+    expect(page.get_by_text("Connection lost — reconnecting…")).to_be_visible()
+    screenshot(page, "chat-connection-lost")
+    stack.start_server()
+    expect(page.get_by_role("status").filter(has_text="Connected")).to_be_visible(timeout=15_000)
+    expect(page.locator(".parley-prompt")).to_have_count(1)
+    answer_box.fill("ada@example.org")
+    answer_box.press("Enter")
+    expect(page.get_by_text("Thanks! For ada@example.org")).to_contain_text(FINAL)
+    expect(page.get_by_text("You answered: ada@example.org")).to_be_visible()
