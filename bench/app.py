@@ -45,8 +45,15 @@ REPORT_EVERY = 0.2
 round_trips: Counter[str] = Counter()
 
 
+ON_CREATED_KEY = "bench:on_created"
+_on_created_client: aioredis.Redis | None = None  # push mode: records when on_created ran
+
+
 async def _hand_out(token: str) -> None:
-    """An ``on_created`` that does nothing (``--on-created``: the flush-before-notify path)."""
+    """The ``on_created`` of ``notify=True`` runs: nothing (``--on-created``), or, in push
+    mode, record when it ran (HSET bench:on_created token unix-time)."""
+    if _on_created_client is not None:
+        await _on_created_client.hset(ON_CREATED_KEY, token, repr(time.time()))
 
 
 @step
@@ -129,9 +136,28 @@ async def _report(url: str, client_class: type[aioredis.Redis]) -> None:
 _reporter: asyncio.Task[None] | None = None
 
 
+def _start_profiler(prefix: str) -> None:
+    """Sample this process with pyinstrument; written to ``<prefix>.<pid>.txt`` at exit."""
+    import atexit
+
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.0005, async_mode="disabled")
+    profiler.start()
+
+    def write() -> None:
+        profiler.stop()
+        with open(f"{prefix}.{os.getpid()}.txt", "w") as f:
+            f.write(profiler.output_text(unicode=False, color=False, show_all=False))
+
+    atexit.register(write)
+
+
 def _start_probes() -> None:
     """Started at import: ``parley worker`` imports the app inside its running loop."""
-    global _reporter
+    global _reporter, _on_created_client
+    if os.environ.get("PARLEY_BENCH_PROFILE"):
+        _start_profiler(os.environ["PARLEY_BENCH_PROFILE"])
     url = os.environ.get("PARLEY_BENCH_REDIS")
     if not url:
         return
@@ -139,7 +165,10 @@ def _start_probes() -> None:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return
-    _reporter = loop.create_task(_report(url, _install_round_trip_counter()), name="bench-report")
+    uncounted = _install_round_trip_counter()
+    if os.environ.get("PARLEY_BENCH_RECORD_ON_CREATED"):
+        _on_created_client = uncounted.from_url(url)
+    _reporter = loop.create_task(_report(url, uncounted), name="bench-report")
 
 
 _start_probes()

@@ -150,6 +150,7 @@ def summarize(
         "worker_rss_kb_idle": rss_idle,
         "worker_rss_kb_suspended": rss_susp,
         "worker_rss_growth_mb": round(rss_growth_mb, 2),
+        "worker_rss_kb_after_all_completed": [w["rss_kb"] for w in resume.after.workers],
         "worker_tasks_idle": tasks_idle,
         "worker_tasks_suspended": tasks_susp,
         "worker_threads_idle": threads_idle,

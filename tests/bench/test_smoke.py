@@ -58,3 +58,11 @@ def test_hitl_lifecycles_complete_once() -> None:
     # A suspended run holds no task in the worker.
     assert result["worker_tasks_suspended"] == result["worker_tasks_idle"]
     assert "lifecycles/s end to end" in table
+
+
+def test_deadlines_fire_once_and_never_early() -> None:
+    result, table = _bench("--mode", "deadline", "--runs", "50", "--workers", "1")
+    assert result["expired_once"] == 50, result["problems"]
+    assert result["early"] == 0
+    assert result["lateness_ms"]["n"] == 50
+    assert "deadline tick" in table
