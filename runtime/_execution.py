@@ -180,6 +180,7 @@ class Execution:
                 self.keys.tasks,
                 self.keys.deadlines,
                 self.keys.pending,
+                self.keys.stats,
             ],
             args=[
                 self.fence,
@@ -190,6 +191,7 @@ class Execution:
                 self.last_id,
                 status,
                 value,
+                self.runtime.retention_seconds,
                 *ops,
             ],
         )

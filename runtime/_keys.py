@@ -41,6 +41,11 @@ def deadlines_key(partition: int) -> str:
     return partition_prefix(partition) + "deadlines"
 
 
+def stats_key(partition: int) -> str:
+    """Hash of counters of the partition (started, completed, ..., suspended now)."""
+    return partition_prefix(partition) + "stats"
+
+
 def pending_hooks_key(partition: int) -> str:
     """Set of tokens of the pending hooks of the partition (for ``list_hooks``)."""
     return partition_prefix(partition) + "pending"
@@ -95,6 +100,10 @@ class RunKeys:
     @property
     def pending(self) -> str:
         return pending_hooks_key(self.partition)
+
+    @property
+    def stats(self) -> str:
+        return stats_key(self.partition)
 
 
 def run_keys(run_id: str, partitions: int) -> RunKeys:

@@ -56,3 +56,4 @@ class Scripts:
         self.cancel: AsyncScript = client.register_script(_scripts.CANCEL)
         self.heartbeat: AsyncScript = client.register_script(_scripts.HEARTBEAT)
         self.start: AsyncScript = client.register_script(_scripts.START)
+        self.wait_state: AsyncScript = client.register_script(_scripts.WAIT_STATE)

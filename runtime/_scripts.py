@@ -48,13 +48,13 @@ return {'ok', tostring(fence), rs[3], rs[4] or '',
 #  - a crash between recording the hook and acknowledging the task: both are one script,
 #    so the task is either still pending (replayed) or the suspension is fully recorded.
 # ARGV: fence, now_ms, max_events, run_id, mode ('' | 'suspend' | 'finish'), last_id,
-#       finish_status, finish_value, then ops (see ARITY).
+#       finish_status, finish_value, retention_seconds, then ops (see ARITY).
 APPLY = """
 local run = KEYS[1]
 if redis.call('HGET', run, 'fence') ~= ARGV[1] then return {'lost'} end
 local ARITY = {E = 2, C = 2, D = 1, H = 3, Z = 2, O = 1, F = 2, S = 0}
 local n_events = 0
-local i = 9
+local i = 10
 while i <= #ARGV do
   local op = ARGV[i]
   if op == 'E' then n_events = n_events + 1 end
@@ -74,7 +74,7 @@ if session and session ~= '' then
   outbox = string.gsub(KEYS[6], 'deadlines$', '') .. 'session:' .. session .. ':outbox'
 end
 local last = ''
-i = 9
+i = 10
 while i <= #ARGV do
   local op = ARGV[i]
   if op == 'S' then
@@ -92,7 +92,11 @@ while i <= #ARGV do
   elseif op == 'Z' then
     redis.call('ZADD', KEYS[6], ARGV[i + 1], ARGV[i + 2])
   elseif op == 'O' then
-    if outbox then redis.call('XADD', outbox, '*', 'm', ARGV[i + 1]) end
+    if outbox then
+      redis.call('XADD', outbox, 'MAXLEN', '~', 10000, '*', 'm', ARGV[i + 1])
+      -- a pending prompt must stay visible however long the visitor takes
+      redis.call('PERSIST', outbox)
+    end
   elseif op == 'F' then
     redis.call('HSET', run, ARGV[i + 1], ARGV[i + 2])
   end
@@ -108,9 +112,17 @@ if mode == 'suspend' or mode == 'finish' then
   redis.call('HDEL', run, 'msg', 'lease', 'owner')
   if mode == 'suspend' then
     redis.call('HSET', run, 'status', 'suspended')
+    redis.call('HINCRBY', KEYS[8], 'suspended', 1)
   else
     redis.call('HSET', run, 'status', ARGV[7], 'out', ARGV[8], 'ended', ARGV[2])
+    redis.call('HINCRBY', KEYS[8], ARGV[7], 1)
     redis.call('DEL', KEYS[3])
+    -- retention: a finished run's keys expire together
+    local ttl = tonumber(ARGV[9])
+    redis.call('EXPIRE', run, ttl)
+    redis.call('EXPIRE', KEYS[2], ttl)
+    redis.call('EXPIRE', KEYS[4], ttl)
+    if outbox then redis.call('EXPIRE', outbox, ttl) end
   end
 end
 return {'ok', last}
@@ -152,6 +164,7 @@ redis.call('SREM', KEYS[6], ARGV[4])
 redis.call('ZREM', KEYS[5], ARGV[1] .. '|h|' .. ARGV[2])
 if s == 'suspended' then
   redis.call('HSET', KEYS[1], 'status', 'pending')
+  redis.call('HINCRBY', KEYS[7], 'suspended', -1)
   redis.call('XADD', KEYS[4], '*', 'r', ARGV[1])
 end
 return {'ok'}
@@ -163,10 +176,14 @@ return {'ok'}
 # appended, the running worker's suspension sees it and continues).
 # Members are "<run_id>|h|<hook_id>" (hook timeout) or "<run_id>|t|<timer_id>" (sleep,
 # retry backoff). ARGV: now_ms, limit, partition prefix.
+# Returns {popped, earliest pending score or '', {lateness ms of each fired deadline}}.
 FIRE_DUE = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]),
+  'WITHSCORES')
 local fired = 0
-for _, m in ipairs(due) do
+local lateness = {}
+for j = 1, #due, 2 do
+  local m = due[j]
   redis.call('ZREM', KEYS[1], m)
   local bar = string.find(m, '|', 1, true)
   local run_id = string.sub(m, 1, bar - 1)
@@ -187,7 +204,8 @@ for _, m in ipairs(due) do
           '{"hook_id":"' .. id .. '"}')
         redis.call('HINCRBY', run, 'nev', 1)
         if rs[2] and rs[2] ~= '' then
-          redis.call('XADD', ARGV[3] .. 'session:' .. rs[2] .. ':outbox', '*', 'm',
+          redis.call('XADD', ARGV[3] .. 'session:' .. rs[2] .. ':outbox', 'MAXLEN', '~', 10000,
+            '*', 'm',
             '{"type":"expired","run_id":"' .. run_id .. '","token":"' .. run_id .. ':' .. id
             .. '"}')
         end
@@ -202,19 +220,23 @@ for _, m in ipairs(due) do
     end
     if wake and s == 'suspended' then
       redis.call('HSET', run, 'status', 'pending')
+      redis.call('HINCRBY', KEYS[4], 'suspended', -1)
       redis.call('XADD', KEYS[2], '*', 'r', run_id)
     end
-    if wake then fired = fired + 1 end
+    if wake then
+      fired = fired + 1
+      lateness[#lateness + 1] = tostring(tonumber(ARGV[1]) - tonumber(due[j + 1]))
+    end
   end
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {fired, nxt[2] or ''}
+return {#due / 2, nxt[2] or '', lateness}
 """
 
 # Cancel a run. Races closed: cancel vs. a running execution (the fence moves, so the
 # worker's next write is refused and it stops); cancel vs. an answer or a deadline (hooks
 # flip to C here, so a later answer is rejected and a later deadline is a no-op).
-# ARGV: run_id, event_data
+# ARGV: run_id, event_data, now_ms, retention_seconds
 CANCEL = """
 local run = KEYS[1]
 local rs = redis.call('HMGET', run, 'status', 'msg', 'dl', 'session')
@@ -223,6 +245,8 @@ if not s then return {'no_run'} end
 if s == 'completed' or s == 'failed' or s == 'cancelled' then return {'finished', s} end
 redis.call('HINCRBY', run, 'fence', 1)
 redis.call('HSET', run, 'status', 'cancelled', 'ended', ARGV[3])
+if s == 'suspended' then redis.call('HINCRBY', KEYS[8], 'suspended', -1) end
+redis.call('HINCRBY', KEYS[8], 'cancelled', 1)
 redis.call('HDEL', run, 'owner', 'lease', 'msg', 'dl')
 if rs[2] then
   redis.call('XACK', KEYS[5], 'workers', rs[2])
@@ -241,9 +265,15 @@ end
 redis.call('DEL', KEYS[4])
 redis.call('XADD', KEYS[2], '*', 't', 'workflow.cancelled', 'd', ARGV[2])
 redis.call('HINCRBY', run, 'nev', 1)
+local ttl = tonumber(ARGV[4])
+redis.call('EXPIRE', run, ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
+redis.call('EXPIRE', KEYS[3], ttl)
 if rs[4] and rs[4] ~= '' then
-  redis.call('XADD', string.gsub(KEYS[6], 'deadlines$', '') .. 'session:' .. rs[4] .. ':outbox',
-    '*', 'm', '{"type":"status","status":"cancelled","run_id":"' .. ARGV[1] .. '"}')
+  local outbox = string.gsub(KEYS[6], 'deadlines$', '') .. 'session:' .. rs[4] .. ':outbox'
+  redis.call('XADD', outbox, 'MAXLEN', '~', 10000, '*', 'm',
+    '{"type":"status","status":"cancelled","run_id":"' .. ARGV[1] .. '"}')
+  redis.call('EXPIRE', outbox, ttl)
 end
 return {'ok'}
 """
@@ -270,5 +300,15 @@ redis.call('HSET', KEYS[1], 'status', 'pending', 'wf', ARGV[2], 'created', ARGV[
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'session', ARGV[3]) end
 redis.call('XADD', KEYS[2], '*', 't', 'workflow.started', 'd', ARGV[5])
 redis.call('XADD', KEYS[3], '*', 'r', ARGV[1])
+redis.call('HINCRBY', KEYS[4], 'started', 1)
 return 1
+"""
+
+# Read a run's status, output and last event id at one instant, so `Runtime.wait` can block
+# on the events stream from that id without missing the event that finishes the run.
+# (A script rather than MULTI: the same code runs on Redis Cluster.)
+WAIT_STATE = """
+local rs = redis.call('HMGET', KEYS[1], 'status', 'out')
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+return {rs[1] or '', rs[2] or '', last[1] and last[1][1] or '0-0'}
 """

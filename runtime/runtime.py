@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from . import _redis
-from ._codec import encode_value, loads
+from ._codec import Duration, encode_value, loads, parse_duration
 from ._execution import encode_fragment, now_ms
 from ._keys import (
     GROUP,
@@ -76,6 +76,7 @@ class Runtime:
         partitions: int = 16,
         lease_seconds: float = 30.0,
         limits: Limits | None = None,
+        retention: Duration = "7d",
     ) -> None:
         if partitions < 1:
             raise UsageError(f"partitions must be >= 1, got {partitions}")
@@ -83,6 +84,8 @@ class Runtime:
         self.partitions = partitions
         self.lease_ms = int(lease_seconds * 1000)
         self.limits = limits or Limits()
+        # Finished (completed, failed, cancelled) runs keep their keys this long.
+        self.retention_seconds = max(1, int(parse_duration(retention, what="retention")))
         self._redis: aioredis.Redis | None = None
         self._scripts: _redis.Scripts | None = None
         self._validators: dict[str, jsonschema.Draft202012Validator] = {}
@@ -171,7 +174,7 @@ class Runtime:
         run_id = self._new_run_id(session)
         keys = run_keys(run_id, self.partitions)
         await self.scripts.start(
-            keys=[keys.run, keys.events, keys.tasks],
+            keys=[keys.run, keys.events, keys.tasks, keys.stats],
             args=[run_id, name, session or "", now_ms(), run_input],
         )
         return run_id
@@ -209,7 +212,15 @@ class Runtime:
             hook_id=hook_id,
         )
         keys = run_keys(run_id, self.partitions)
-        script_keys = [keys.run, keys.events, keys.hooks, keys.tasks, keys.deadlines, keys.pending]
+        script_keys = [
+            keys.run,
+            keys.events,
+            keys.hooks,
+            keys.tasks,
+            keys.deadlines,
+            keys.pending,
+            keys.stats,
+        ]
         event = encode_fragment("payload", encoded, hook_id=hook_id)
         digest = hashlib.sha1(encoded).hexdigest()
         validated = "0"
@@ -269,13 +280,10 @@ class Runtime:
         loop = asyncio.get_running_loop()
         give_up = loop.time() + timeout
         while True:
-            # Atomic: the status and the last event id describe the same moment, so the
-            # blocking read below cannot miss the event that finished the run.
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hmget(keys.run, "status", "out")
-                pipe.xrevrange(keys.events, count=1)
-                (status, out), last = await pipe.execute()
-            if status is None:
+            status, out, last_id = await self.scripts.wait_state(
+                keys=[keys.run, keys.events], args=[]
+            )
+            if not status:
                 raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
             state = RunStatus(status.decode())
             if state is RunStatus.COMPLETED:
@@ -290,7 +298,6 @@ class Runtime:
             remaining = give_up - loop.time()
             if remaining <= 0:
                 raise WaitTimeout(f"run still {state.value} after {timeout:g}s", run_id=run_id)
-            last_id = last[0][0] if last else b"0-0"
             await self.redis.xread(
                 {keys.events: last_id}, count=1, block=max(1, int(min(remaining, 5.0) * 1000))
             )
@@ -350,13 +357,13 @@ class Runtime:
                 keys.tasks,
                 keys.deadlines,
                 keys.pending,
+                keys.stats,
             ],
             args=[
                 run_id,
-                encode_fragment("reason", b"null")
-                if reason is None
-                else encode_value({"reason": reason}, what="reason", limit=4096),
+                encode_value({"reason": reason}, what="reason", limit=4096),
                 now_ms(),
+                self.retention_seconds,
             ],
         )
         outcome = reply[0].decode()

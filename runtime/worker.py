@@ -22,7 +22,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._execution import Abort, Execution, now_ms
-from ._keys import GROUP, deadlines_key, partition_prefix, pending_hooks_key, run_keys, tasks_key
+from ._keys import (
+    GROUP,
+    deadlines_key,
+    partition_prefix,
+    pending_hooks_key,
+    run_keys,
+    stats_key,
+    tasks_key,
+)
 from ._replay import parse_stream_entries
 from .errors import LeaseLost, WorkflowNotFound
 from .registry import get_workflow, registered_workflows
@@ -100,9 +108,13 @@ class Worker:
         try:
             await self._stopping.wait()
         finally:
-            for loop in loops:
-                loop.cancel()
-            await asyncio.gather(*loops, return_exceptions=True)
+            # redis-py can swallow a cancellation that lands mid-command; the loops also
+            # check _stopping, and we cancel again until each one has really ended.
+            pending: set[asyncio.Task[None]] = set(loops)
+            while pending:
+                for loop in pending:
+                    loop.cancel()
+                _, pending = await asyncio.wait(pending, timeout=0.5)
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
@@ -123,7 +135,7 @@ class Worker:
 
     async def _task_loop(self) -> None:
         backoff = _Backoff("task loop")
-        while True:
+        while not self._stopping.is_set():
             free = self.concurrency - len(self._tasks)
             if free <= 0:
                 await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -140,7 +152,7 @@ class Worker:
 
     async def _timer_loop(self) -> None:
         backoff = _Backoff("deadline loop")
-        while True:
+        while not self._stopping.is_set():
             try:
                 next_due = await self.fire_due()
             except _OUTAGE as exc:
@@ -160,19 +172,22 @@ class Worker:
             async with self.runtime.redis.pipeline(transaction=False) as pipe:
                 for p in range(self.runtime.partitions):
                     await self.runtime.scripts.fire_due(
-                        keys=[deadlines_key(p), tasks_key(p), pending_hooks_key(p)],
+                        keys=[deadlines_key(p), tasks_key(p), pending_hooks_key(p), stats_key(p)],
                         args=[now, limit, partition_prefix(p)],
                         client=pipe,
                     )
                 replies = await pipe.execute()
-            saturated = any(int(fired) >= limit for fired, _ in replies)
+            saturated = any(int(popped) >= limit for popped, _, _ in replies)
+            for _, _, lateness in replies:
+                for late_ms in lateness:
+                    self.observe_deadline_lateness(int(late_ms) / 1000)
             if not saturated:
-                dues = [int(float(nxt)) for _, nxt in replies if nxt]
+                dues = [int(float(nxt)) for _, nxt, _ in replies if nxt]
                 return min(dues) if dues else None
 
     async def _reclaim_loop(self) -> None:
         backoff = _Backoff("reclaim loop")
-        while True:
+        while not self._stopping.is_set():
             await asyncio.sleep(self.visibility_ms / 2000)
             try:
                 await self.reclaim()
@@ -202,7 +217,7 @@ class Worker:
 
     async def _heartbeat_loop(self) -> None:
         backoff = _Backoff("heartbeat loop")
-        while True:
+        while not self._stopping.is_set():
             await asyncio.sleep(self.runtime.lease_ms / 3000)
             executions = list(self._running.values())
             if not executions:
@@ -221,6 +236,9 @@ class Worker:
                 await backoff.wait(exc)
                 continue
             backoff.reset()
+
+    def observe_deadline_lateness(self, seconds: float) -> None:
+        """Called for each fired deadline; metrics subclass or patch it."""
 
     # executing one run -----------------------------------------------------------------
     def _dispatch(self, reply: Any) -> None:
