@@ -110,13 +110,16 @@ async def run_push(args: argparse.Namespace, n: int) -> dict[str, Any]:
     result: dict[str, Any] = {
         "bench": "hitl-push", "sessions": n, "workers": args.workers, "load_avg": load_average(),
         "prompts_received": len(received), "on_created_calls": len(created),
-        "push_latency_ms": p, "start_rate": rate, "errors": errors[:10],
+        "push_latency_ms": p, "start_rate": rate, "errors": errors[:3],
+        "socket_errors": len(errors), "over_20ms": sum(1 for x in lat if x > 20),
         "server_rss_kb": [server_rss_kb, server_rss_kb_after],
     }  # fmt: skip
     rows: list[Row] = [
         ("prompts received", f"{len(received)}/{n}", f"{n}/{n}", verdict(len(received) == n)),
         ("on_created -> prompt frame p50/p99/max ms", f"{p['p50']}/{p['p99']}/{p['max']}",
          "p99 <= 20", verdict(ok)),
+        ("prompts later than 20 ms", str(result["over_20ms"]), "", ""),
+        ("sockets closed by the server with an error", str(len(errors)), "0", verdict(not errors)),
         ("server RSS KB connected -> prompted", f"{server_rss_kb} -> {server_rss_kb_after}",
          "", ""),
     ]  # fmt: skip
