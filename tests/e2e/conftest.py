@@ -19,7 +19,9 @@ if not os.path.exists(CHROMIUM):  # pragma: no cover - depends on the machine
     collect_ignore_glob = ["test_browser_*.py"]
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: sync Playwright runs an event loop in this thread while it
+# is open, which would break every asyncio test collected after the browser tests.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"Debian's Chromium is not installed at {CHROMIUM} (apt-get install chromium)")

@@ -18,7 +18,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from tests.processes import ROOT
+from tests.processes import ROOT, wait_until
 
 from .stack import Stack, free_port
 
@@ -54,7 +54,10 @@ def test_frame_limits_and_session_isolation_over_real_sockets(stack: Stack) -> N
     with connect(ws_url(stack.url, session_b)) as ws_b:
         ws_b.send(json.dumps({"type": "message", "text": "my worker crashed"}))
         prompt = frames_until(ws_b, lambda f: f["type"] == "prompt")[-1]
-    before = stack.http.get(f"/api/runs/{prompt['run_id']}/events").json()
+    # the prompt is pushed before the suspension is recorded: wait for it to settle
+    run_url = f"/api/runs/{prompt['run_id']}"
+    wait_until(lambda: stack.http.get(run_url).json()["status"] == "suspended", 10, "suspension")
+    before = stack.http.get(f"{run_url}/events").json()
     with connect(ws_url(stack.url, session_a), max_size=None) as ws_a:
         assert json.loads(ws_a.recv(timeout=10))["type"] == "ready"
         ws_a.send(json.dumps({"type": "answer", "token": prompt["token"], "payload": "x"}))
