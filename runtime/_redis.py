@@ -1,13 +1,14 @@
 """Connecting to Redis from a URL, and the script registry.
 
-``redis://`` / ``rediss://`` / ``unix://``: a real Redis server. ``memory://[name]``: an
-in-process fakeredis server (the embedded default); runtimes in one process that use the
-same name share one store.
+``redis://`` / ``rediss://`` / ``unix://``: a real Redis server.
+``redis+cluster://host:port[,host:port...]``: a Redis Cluster (any reachable nodes; the
+rest are discovered). ``memory://[name]``: an in-process fakeredis server (the embedded
+default); runtimes in one process that use the same name share one store.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
@@ -18,7 +19,31 @@ from .errors import UsageError
 _memory_servers: dict[str, Any] = {}
 
 
+CLUSTER_SCHEME = "redis+cluster://"
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.startswith(CLUSTER_SCHEME)
+
+
+def _cluster(url: str) -> aioredis.Redis:
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    nodes = []
+    for part in url[len(CLUSTER_SCHEME) :].split("/", 1)[0].split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise UsageError(f"expected 'redis+cluster://host:port[,host:port...]', got {url!r}")
+        nodes.append(ClusterNode(host, int(port)))
+    client = RedisCluster(startup_nodes=nodes, max_connections=256, socket_keepalive=True)
+    # RedisCluster offers the commands Parley uses with the same signatures; every
+    # multi-key operation is a single-slot script, so nothing here needs cross-slot routing.
+    return cast(aioredis.Redis, client)
+
+
 def connect(url: str) -> aioredis.Redis:
+    if is_cluster_url(url):
+        return _cluster(url)
     if url.startswith("memory://"):
         import fakeredis
 
@@ -39,8 +64,8 @@ def connect(url: str) -> aioredis.Redis:
         )
         return aioredis.Redis(connection_pool=pool)
     raise UsageError(
-        f"expected a Redis URL 'redis://host:port[/db]', 'rediss://...', 'unix://...' or "
-        f"'memory://[name]', got {url!r}"
+        f"expected a Redis URL 'redis://host:port[/db]', 'rediss://...', 'unix://...', "
+        f"'redis+cluster://host:port,...' or 'memory://[name]', got {url!r}"
     )
 
 

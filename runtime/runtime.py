@@ -81,6 +81,9 @@ class Runtime:
         if partitions < 1:
             raise UsageError(f"partitions must be >= 1, got {partitions}")
         self.url = redis_url or os.environ.get("REDIS_URL") or DEFAULT_URL
+        # On a cluster, commands on keys of different partitions cannot share a pipeline
+        # round trip or a multi-stream read; the worker issues them per partition instead.
+        self.is_cluster = _redis.is_cluster_url(self.url)
         self.partitions = partitions
         self.lease_ms = int(lease_seconds * 1000)
         self.limits = limits or Limits()

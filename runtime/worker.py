@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
+from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -98,8 +99,16 @@ class Worker:
         if drain:
             await self._drain()
             return
+        if self.runtime.is_cluster:
+            # A multi-stream XREADGROUP cannot span slots: one reader per partition.
+            readers = [
+                asyncio.create_task(self._task_loop({stream: ">"}), name=f"parley-tasks-{p}")
+                for p, stream in enumerate(self._streams)
+            ]
+        else:
+            readers = [asyncio.create_task(self._task_loop(self._streams), name="parley-tasks")]
         loops = [
-            asyncio.create_task(self._task_loop(), name="parley-tasks"),
+            *readers,
             asyncio.create_task(self._timer_loop(), name="parley-deadlines"),
             asyncio.create_task(self._reclaim_loop(), name="parley-reclaim"),
             asyncio.create_task(self._heartbeat_loop(), name="parley-heartbeat"),
@@ -123,17 +132,23 @@ class Worker:
 
     # loops -----------------------------------------------------------------------------
     async def _drain(self) -> None:
+        groups: list[dict[Any, Any]] = (
+            [{stream: ">"} for stream in self._streams]
+            if self.runtime.is_cluster
+            else [self._streams]
+        )
         while True:
             await self.fire_due()
-            reply = await self.runtime.redis.xreadgroup(
-                GROUP, self.consumer, self._streams, count=self.concurrency
-            )
-            self._dispatch(reply)
+            for streams in groups:
+                reply = await self.runtime.redis.xreadgroup(
+                    GROUP, self.consumer, streams, count=self.concurrency
+                )
+                self._dispatch(reply)
             if not self._tasks:
                 return
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _task_loop(self) -> None:
+    async def _task_loop(self, streams: dict[Any, Any]) -> None:
         backoff = _Backoff("task loop")
         while not self._stopping.is_set():
             free = self.concurrency - len(self._tasks)
@@ -142,7 +157,7 @@ class Worker:
                 continue
             try:
                 reply = await self.runtime.redis.xreadgroup(
-                    GROUP, self.consumer, self._streams, count=free, block=self.block_ms
+                    GROUP, self.consumer, streams, count=free, block=self.block_ms
                 )
             except _OUTAGE as exc:
                 await backoff.wait(exc)
@@ -167,16 +182,19 @@ class Worker:
     async def fire_due(self, limit: int = 500) -> int | None:
         """Fire every due deadline (one pipelined round trip for all partitions); returns
         the earliest deadline still pending (ms), or None."""
+        script = self.runtime.scripts.fire_due
         while True:
             now = now_ms()
-            async with self.runtime.redis.pipeline(transaction=False) as pipe:
-                for p in range(self.runtime.partitions):
-                    await self.runtime.scripts.fire_due(
-                        keys=[deadlines_key(p), tasks_key(p), pending_hooks_key(p), stats_key(p)],
-                        args=[now, limit, partition_prefix(p)],
-                        client=pipe,
+            replies = await self._call_per_partition(
+                [
+                    (
+                        script,
+                        [deadlines_key(p), tasks_key(p), pending_hooks_key(p), stats_key(p)],
+                        [now, limit, partition_prefix(p)],
                     )
-                replies = await pipe.execute()
+                    for p in range(self.runtime.partitions)
+                ]
+            )
             saturated = any(int(popped) >= limit for popped, _, _ in replies)
             for _, _, lateness in replies:
                 for late_ms in lateness:
@@ -222,20 +240,32 @@ class Worker:
             executions = list(self._running.values())
             if not executions:
                 continue
+            until = now_ms() + self.runtime.lease_ms
+            script = self.runtime.scripts.heartbeat
             try:
-                async with self.runtime.redis.pipeline(transaction=False) as pipe:
-                    until = now_ms() + self.runtime.lease_ms
-                    for execution in executions:
-                        await self.runtime.scripts.heartbeat(
-                            keys=[execution.keys.run, execution.keys.tasks],
-                            args=[execution.fence, until, self.consumer],
-                            client=pipe,
-                        )
-                    await pipe.execute()
+                await self._call_per_partition(
+                    [
+                        (script, [ex.keys.run, ex.keys.tasks], [ex.fence, until, self.consumer])
+                        for ex in executions
+                    ]
+                )
             except _OUTAGE as exc:
                 await backoff.wait(exc)
                 continue
             backoff.reset()
+
+    async def _call_per_partition(
+        self, calls: list[tuple[AsyncScript, list[str], list[Any]]]
+    ) -> list[Any]:
+        """Run scripts on different partitions: one pipelined round trip on a single Redis;
+        concurrent calls on a cluster (a pipeline's scripts there must share a slot)."""
+        if self.runtime.is_cluster:
+            return list(await asyncio.gather(*(script(keys=k, args=a) for script, k, a in calls)))
+        async with self.runtime.redis.pipeline(transaction=False) as pipe:
+            for script, keys, args in calls:
+                await script(keys=keys, args=args, client=pipe)
+            replies: list[Any] = await pipe.execute()
+        return replies
 
     def observe_deadline_lateness(self, seconds: float) -> None:
         """Called for each fired deadline; metrics subclass or patch it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -17,6 +18,24 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster-bus port (port + 10000) is free and valid too."""
+    rng = random.Random()
+    while True:
+        port = rng.randrange(20000, 40000)
+        if _port_is_free(port) and _port_is_free(port + 10000):
+            return port
 
 
 class RedisServer:
@@ -77,3 +96,64 @@ class RedisServer:
     def stop(self) -> None:
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisCluster:
+    """A real 3-master Redis Cluster on free loopback ports (no replicas)."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self.nodes = [
+            RedisServer(
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+                "--appendonly",
+                "no",
+                port=free_cluster_port(),
+            )
+            for _ in range(masters)
+        ]
+        subprocess.run(
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *[f"127.0.0.1:{n.port}" for n in self.nodes],
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+        )
+        deadline = time.monotonic() + 20
+        for node in self.nodes:
+            client = redis.Redis(port=node.port)
+            try:
+                while client.cluster("info").get("cluster_state") != "ok":
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the cluster did not converge")
+                    time.sleep(0.05)
+            finally:
+                client.close()
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def flushall(self) -> None:
+        for node in self.nodes:
+            client = redis.Redis(port=node.port)
+            try:
+                client.flushall()
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()

@@ -1,0 +1,115 @@
+"""The engine on a real 3-master Redis Cluster: the same scripts, single-slot by
+construction (every key of a run, and its session's outbox, share a partition tag)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from runtime import (
+    STEP_HOOK_TIMEOUT,
+    Runtime,
+    RunStatus,
+    Worker,
+    load_step_checkpoint,
+    save_step_checkpoint,
+    step,
+    step_hook,
+    workflow,
+)
+from tests.helpers import running
+from tests.processes import PARTITIONS, WorkerProcess
+from tests.redis_servers import RedisCluster
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RedisCluster]:
+    started = RedisCluster()
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+async def crt(cluster: RedisCluster) -> AsyncIterator[Runtime]:
+    cluster.flushall()
+    async with Runtime(cluster.url, partitions=PARTITIONS) as runtime:
+        yield runtime
+    cluster.flushall()
+
+
+setups: list[str] = []
+
+
+@step
+async def clustered_step(timeout: float | None) -> Any:
+    if await load_step_checkpoint() is None:
+        setups.append("setup")
+        await save_step_checkpoint({"n": 1})
+    answer = await step_hook("q", timeout=timeout, on_timeout="return", prompt="?")
+    return "timeout" if answer is STEP_HOOK_TIMEOUT else answer
+
+
+@workflow(name="clustered")
+async def clustered(timeout: float | None = None) -> Any:
+    return await clustered_step(timeout)
+
+
+async def test_hitl_lifecycle_on_cluster(crt: Runtime) -> None:
+    setups.clear()
+    worker = Worker(crt)
+    session = Runtime.new_session_id()
+    run_ids = [await crt.start(clustered, session=session if i == 0 else None) for i in range(8)]
+    await worker.drain()
+    hooks = await crt.list_hooks()
+    assert {h.run_id for h in hooks} == set(run_ids)  # spread over all partitions/nodes
+    for hook in hooks:
+        assert await crt.resume_hook(hook.token, hook.run_id)
+    await worker.drain()
+    for run_id in run_ids:
+        assert await crt.wait(run_id, timeout=10) == run_id
+    assert setups == ["setup"] * 8
+    outbox = [m["type"] for _, m in await crt.read_outbox(session)]
+    assert outbox == ["prompt", "status"]  # the session's outbox shares the run's slot
+
+
+async def test_timeouts_and_cancel_on_cluster(crt: Runtime) -> None:
+    worker = Worker(crt, timer_tick=0.01)
+    timed = await crt.start(clustered, 0.05)
+    cancelled = await crt.start(clustered, 3600)
+    async with running(worker):
+        assert await crt.wait(timed, timeout=10) == "timeout"
+        deadline = time.monotonic() + 10
+        while (await crt.get_run(cancelled)).status is not RunStatus.SUSPENDED:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        await crt.cancel(cancelled)
+    assert (await crt.get_run(cancelled)).status is RunStatus.CANCELLED
+    assert await crt.list_hooks() == []
+
+
+async def test_crash_recovery_on_cluster(crt: Runtime, cluster: RedisCluster) -> None:
+    doomed = WorkerProcess(cluster.url, "tests.apps.hitl_app", crash_at="after_checkpoint_save")
+    rescuer = None
+    try:
+        run_id = await crt.start("echo")
+        assert doomed.wait_exit() == -9
+        rescuer = WorkerProcess(cluster.url, "tests.apps.hitl_app")
+        deadline = time.monotonic() + 15
+        while not await crt.list_hooks():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        [hook] = await crt.list_hooks()
+        await crt.resume_hook(hook.token, "after crash")
+        assert await crt.wait(run_id, timeout=15) == {"answer": "after crash"}
+        types = [e.type for e in await crt.events(run_id)]
+        assert types.count("hook.created") == 1
+    finally:
+        doomed.stop()
+        if rescuer is not None:
+            rescuer.stop()
