@@ -12,8 +12,8 @@ import pytest
 
 from runtime import (
     STEP_HOOK_TIMEOUT,
-    Runtime,
     RunStatus,
+    Runtime,
     Worker,
     load_step_checkpoint,
     save_step_checkpoint,
