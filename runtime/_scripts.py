@@ -151,7 +151,7 @@ if st == 'R' then
 end
 if st == 'E' then return {'expired'} end
 if st == 'C' then return {'cancelled'} end
-local rs = redis.call('HMGET', KEYS[1], 'status', 'nev')
+local rs = redis.call('HMGET', KEYS[1], 'status', 'nev', 'session')
 local s = rs[1]
 if s == 'completed' or s == 'failed' or s == 'cancelled' then return {'finished', s} end
 if string.sub(v, 2, 2) == 'S' and ARGV[5] ~= '1' then return {'schema', v} end
@@ -162,6 +162,12 @@ redis.call('XADD', KEYS[2], '*', 't', 'hook.received', 'd', ARGV[7])
 redis.call('HINCRBY', KEYS[1], 'nev', 1)
 redis.call('SREM', KEYS[6], ARGV[4])
 redis.call('ZREM', KEYS[5], ARGV[1] .. '|h|' .. ARGV[2])
+if rs[3] and rs[3] ~= '' then
+  -- every page of the session learns the prompt was answered, in the same atomic step
+  redis.call('XADD', string.gsub(KEYS[5], 'deadlines$', '') .. 'session:' .. rs[3] .. ':outbox',
+    'MAXLEN', '~', 10000, '*', 'm', '{"type":"answered","run_id":"' .. ARGV[1] .. '","token":"'
+    .. ARGV[4] .. '","payload":' .. ARGV[3] .. '}')
+end
 if s == 'suspended' then
   redis.call('HSET', KEYS[1], 'status', 'pending')
   redis.call('HINCRBY', KEYS[7], 'suspended', -1)

@@ -17,27 +17,25 @@ from redis.exceptions import ResponseError
 
 from . import _redis
 from ._codec import Duration, encode_value, loads, parse_duration
+from ._decoding import hook_info, hook_infos, opt_text, resume_error, run_info
 from ._execution import encode_fragment, now_ms
 from ._keys import (
     GROUP,
+    PREFIX,
+    RUN_ID_RE,
     SESSION_ID_RE,
     WORKFLOWS_KEY,
-    make_token,
     outbox_key,
     parse_token,
     partition_of,
     pending_hooks_key,
     run_keys,
     session_partition,
+    stats_key,
     tasks_key,
 )
 from ._replay import parse_stream_entries
 from .errors import (
-    EventLimitExceeded,
-    HookAlreadyAnswered,
-    HookCancelled,
-    HookExpired,
-    HookNotFound,
     InvalidPayload,
     RunCancelled,
     RunFailed,
@@ -47,7 +45,7 @@ from .errors import (
     WaitTimeout,
     WorkflowNotFound,
 )
-from .models import HOOK_STATUS_BY_CODE, Event, HookInfo, HookStatus, RunInfo, RunStatus
+from .models import Event, HookInfo, HookStatus, RunInfo, RunStatus
 from .registry import get_workflow
 
 DEFAULT_URL = "memory://"
@@ -250,10 +248,10 @@ class Runtime:
             return True
         if outcome == "dup":
             return False
-        raise _resume_error(outcome, reply, run_id, hook_id)
+        raise resume_error(outcome, reply, run_id, hook_id)
 
     def _validate(self, schema: dict[str, Any], payload: Any, run_id: str, hook_id: str) -> None:
-        schema_key = _redis_text(encode_value(schema, what="schema", limit=1 << 30))
+        schema_key = encode_value(schema, what="schema", limit=1 << 30).decode()
         validator = self._validators.get(schema_key)
         if validator is None:
             validator = self._validators[schema_key] = jsonschema.Draft202012Validator(schema)
@@ -274,7 +272,7 @@ class Runtime:
             run, hooks = await pipe.execute()
         if not run:
             raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-        return _run_info(run_id, run, hooks)
+        return run_info(run_id, run, hooks)
 
     async def wait(self, run_id: str, timeout: float = 30.0) -> Any:
         """Wait until the run finishes; return its result, or raise RunFailed /
@@ -323,7 +321,7 @@ class Runtime:
                 pipe.hget(keys.run, "session")
                 pipe.hgetall(keys.hooks)
                 session, hooks = await pipe.execute()
-            infos = _hook_infos(run_id, hooks, _opt_text(session))
+            infos = hook_infos(run_id, hooks, opt_text(session))
             return [h for h in infos if wanted is None or h.status is wanted]
         if wanted is not HookStatus.PENDING:
             raise UsageError("listing hooks of every run supports status='pending' only")
@@ -344,8 +342,54 @@ class Runtime:
             value, session = values[2 * i], values[2 * i + 1]
             if value is not None and value[:1] == b"P":
                 rid, hook_id = parse_token(token)
-                result.append(_hook_info(rid, hook_id, value, _opt_text(session)))
+                result.append(hook_info(rid, hook_id, value, opt_text(session)))
         return result
+
+    async def list_runs(
+        self, status: str | RunStatus | None = None, *, limit: int | None = None
+    ) -> list[RunInfo]:
+        """Runs in the store, newest first (an operator's scan: O(keys), not for hot paths).
+
+        ``status`` filters; ``limit`` bounds the number returned.
+        """
+        wanted = None if status is None else RunStatus(status)
+        run_ids = []
+        async for key in self.redis.scan_iter(match=f"{PREFIX}:{{p:*}}:run:*", count=1000):
+            name = key.decode()
+            rid = name.rsplit(":run:", 1)[1]
+            if RUN_ID_RE.match(rid):
+                run_ids.append(rid)
+        infos = []
+        for i in range(0, len(run_ids), 500):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for rid in run_ids[i : i + 500]:
+                    pipe.hgetall(run_keys(rid, self.partitions).run)
+                replies = await pipe.execute()
+            for rid, run in zip(run_ids[i : i + 500], replies, strict=True):
+                if run:
+                    info = run_info(rid, run, {})
+                    if wanted is None or info.status is wanted:
+                        infos.append(info)
+        infos.sort(key=lambda r: r.created_at or 0, reverse=True)
+        return infos if limit is None else infos[:limit]
+
+    async def stats(self) -> dict[str, int]:
+        """Store-wide counters: runs started/completed/failed/cancelled since the store
+        began, runs suspended now, and hooks pending now."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for partition in range(self.partitions):
+                pipe.hgetall(stats_key(partition))
+                pipe.scard(pending_hooks_key(partition))
+            replies = await pipe.execute()
+        totals = dict.fromkeys(
+            ("started", "completed", "failed", "cancelled", "suspended", "hooks_pending"), 0
+        )
+        for i in range(0, len(replies), 2):
+            for field, value in replies[i].items():
+                if field.decode() in totals:
+                    totals[field.decode()] += int(value)
+            totals["hooks_pending"] += int(replies[i + 1])
+        return totals
 
     async def cancel(self, run_id: str, reason: str | None = None) -> None:
         """Cancel a pending, running or suspended run: its pending hooks and deadlines are
@@ -409,77 +453,6 @@ def check_session_id(session: str) -> str:
 
 
 def _check_run_id(run_id: str) -> str:
-    from ._keys import RUN_ID_RE
-
     if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
         raise RunNotFound(f"expected a run id like 'r-' + 24 hex digits, got {run_id!r}")
     return run_id
-
-
-def _redis_text(value: bytes) -> str:
-    return value.decode()
-
-
-def _opt_text(value: bytes | None) -> str | None:
-    return value.decode() if value else None
-
-
-def _resume_error(outcome: str, reply: list[Any], run_id: str, hook_id: str) -> Exception:
-    ids = {"run_id": run_id, "hook_id": hook_id}
-    if outcome == "no_run":
-        return RunNotFound(f"no run {run_id!r}", run_id=run_id)
-    if outcome == "no_hook":
-        return HookNotFound(f"run has no hook {hook_id!r}", **ids)
-    if outcome == "conflict":
-        return HookAlreadyAnswered("a different answer was already accepted", **ids)
-    if outcome == "expired":
-        return HookExpired("the hook expired before this answer", **ids)
-    if outcome == "cancelled":
-        return HookCancelled("the run was cancelled; the hook no longer takes answers", **ids)
-    if outcome == "finished":
-        return RunFinished(f"run already {reply[1].decode()}", **ids)
-    if outcome == "limit":
-        return EventLimitExceeded("the run reached its maximum number of events", **ids)
-    raise AssertionError(f"unexpected resume outcome {outcome!r}")
-
-
-def _hook_info(run_id: str, hook_id: str, value: bytes, session: str | None) -> HookInfo:
-    meta = loads(value[2:])
-    expires = meta.get("expires_at")
-    return HookInfo(
-        token=make_token(run_id, hook_id),
-        run_id=run_id,
-        hook_id=hook_id,
-        name=meta["name"],
-        status=HOOK_STATUS_BY_CODE[value[:1].decode()],
-        step_id=meta.get("step_id"),
-        expires_at=None if expires is None else expires / 1000,
-        session=session,
-        prompt=meta.get("prompt"),
-        schema=meta.get("schema"),
-    )
-
-
-def _hook_infos(run_id: str, hooks: dict[bytes, bytes], session: str | None) -> list[HookInfo]:
-    return [
-        _hook_info(run_id, field.decode(), value, session)
-        for field, value in sorted(hooks.items())
-        if b"!" not in field
-    ]
-
-
-def _run_info(run_id: str, run: dict[bytes, bytes], hooks: dict[bytes, bytes]) -> RunInfo:
-    status = RunStatus(run[b"status"].decode())
-    out = run.get(b"out")
-    session = _opt_text(run.get(b"session"))
-    created = run.get(b"created")
-    return RunInfo(
-        run_id=run_id,
-        workflow=run[b"wf"].decode(),
-        status=status,
-        result=loads(out) if out and status is RunStatus.COMPLETED else None,
-        error=loads(out) if out and status is RunStatus.FAILED else None,
-        session=session,
-        created_at=int(created) / 1000 if created else None,
-        hooks=_hook_infos(run_id, hooks, session),
-    )

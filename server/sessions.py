@@ -105,8 +105,9 @@ class Sessions:
 
     async def answer(self, token: Any, payload: Any, *, session: str | None = None) -> bool:
         """Deliver an answer through ``resume_hook`` (THE resume path). With ``session``,
-        the hook must belong to a run of that session. A recorded answer is announced to
-        the run's session (``{"type": "answered", ...}``) so every open page shows it."""
+        the hook must belong to a run of that session. The engine announces a recorded
+        answer to the run's session (``{"type": "answered", ...}``) atomically with it, so
+        every open page shows it."""
         if not isinstance(token, str) or ":" not in token:
             raise InvalidToken(f"expected a token '<run_id>:<hook_id>', got {token!r:.80}")
         run_id = token.partition(":")[0]
@@ -117,10 +118,4 @@ class Sessions:
                 "session's prompts",
                 run_id=run_id,
             )
-        recorded = await self.rt.resume_hook(token, payload)
-        if recorded and info.session:
-            await self.rt.post_to_session(
-                info.session,
-                {"type": "answered", "run_id": run_id, "token": token, "payload": payload},
-            )
-        return recorded
+        return await self.rt.resume_hook(token, payload)

@@ -75,7 +75,7 @@ async def test_hitl_lifecycle_on_cluster(crt: Runtime) -> None:
         assert await crt.wait(run_id, timeout=10) == run_id
     assert setups == ["setup"] * 8
     outbox = [m["type"] for _, m in await crt.read_outbox(session)]
-    assert outbox == ["prompt", "status"]  # the session's outbox shares the run's slot
+    assert outbox == ["prompt", "answered", "status"]  # the outbox shares the run's slot
 
 
 async def test_timeouts_and_cancel_on_cluster(crt: Runtime) -> None:

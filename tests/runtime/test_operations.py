@@ -1,0 +1,95 @@
+"""What operators see and keep: run listing, store-wide stats, retention, bounded keys,
+the session outbox."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from runtime import Runtime, RunStatus, Worker, step, step_hook, workflow
+from runtime._keys import run_keys
+
+
+@step
+async def ask() -> Any:
+    return await step_hook("ask", prompt="Continue?")
+
+
+@workflow(name="ops_wf")
+async def ops_wf() -> Any:
+    return await ask()
+
+
+async def test_list_runs_and_stats(rt: Runtime, worker: Worker) -> None:
+    first = await rt.start(ops_wf)
+    second = await rt.start(ops_wf)
+    await worker.drain()
+    [h1, _] = sorted(await rt.list_hooks(), key=lambda h: h.run_id != first)
+    await rt.resume_hook(h1.token, "go")
+    await worker.drain()
+    runs = await rt.list_runs()
+    assert {r.run_id for r in runs} == {first, second}
+    assert [r.run_id for r in await rt.list_runs(status="completed")] == [first]
+    assert [r.run_id for r in await rt.list_runs(RunStatus.SUSPENDED)] == [second]
+    assert await rt.stats() == {
+        "started": 2,
+        "completed": 1,
+        "failed": 0,
+        "cancelled": 0,
+        "suspended": 1,
+        "hooks_pending": 1,
+    }
+    await rt.cancel(second)
+    stats = await rt.stats()
+    assert (stats["suspended"], stats["cancelled"], stats["hooks_pending"]) == (0, 1, 0)
+
+
+async def test_answers_reach_the_session_outbox_atomically(rt: Runtime, worker: Worker) -> None:
+    session = Runtime.new_session_id()
+    run_id = await rt.start(ops_wf, session=session)
+    await worker.drain()
+    [pending] = await rt.list_hooks()
+    await rt.resume_hook(pending.token, {"yes": True})
+    await worker.drain()
+    messages = [m for _, m in await rt.read_outbox(session)]
+    assert [m["type"] for m in messages] == ["prompt", "answered", "status"]
+    assert messages[0]["prompt"] == "Continue?" and messages[0]["token"] == pending.token
+    assert messages[1] == {
+        "type": "answered",
+        "run_id": run_id,
+        "token": pending.token,
+        "payload": {"yes": True},
+    }
+    assert messages[2]["status"] == "completed"
+
+
+async def test_finished_runs_expire_and_suspended_runs_do_not(redis_url: str) -> None:
+    async with Runtime(redis_url, partitions=2, retention=1) as rt:
+        worker = Worker(rt)
+        session = Runtime.new_session_id()
+        done = await rt.start(ops_wf, session=session)
+        waiting = await rt.start(ops_wf)
+        cancelled = await rt.start(ops_wf)
+        await worker.drain()
+        hooks = {h.run_id: h for h in await rt.list_hooks()}
+        await rt.resume_hook(hooks[done].token, "ok")
+        await rt.cancel(cancelled)
+        await worker.drain()
+        assert await rt.wait(done, timeout=5) == "ok"
+
+        def keys_of(run_id: str) -> list[str]:
+            k = run_keys(run_id, rt.partitions)
+            return [k.run, k.events, k.ckpt, k.hooks]
+
+        # a suspended run holds a bounded number of keys: hash, events, hooks (+ ckpt)
+        assert await rt.redis.exists(*keys_of(waiting)) == 3
+        for run_id in (done, cancelled):
+            for key in keys_of(run_id):
+                assert await rt.redis.ttl(key) in (-2, 1)  # expiring or already gone
+        deadline = time.monotonic() + 5
+        while await rt.redis.exists(*keys_of(done), *keys_of(cancelled), rt.outbox_key(session)):
+            assert time.monotonic() < deadline, "finished runs were not removed"
+            await asyncio.sleep(0.1)
+        assert await rt.redis.ttl(run_keys(waiting, rt.partitions).run) == -1  # never expires
+        assert (await rt.get_run(waiting)).status is RunStatus.SUSPENDED
