@@ -82,8 +82,8 @@ async def bench_hitl(due_at: float | None = None, notify: bool = False, defer: b
 # probes (worker processes only) ------------------------------------------------------------
 def _install_round_trip_counter() -> type[aioredis.Redis]:
     """Count this process's round trips; returns a client class that is not counted."""
-    original = aioredis.Redis.execute_command
-    original_pipeline = Pipeline.execute
+    original: Any = aioredis.Redis.execute_command
+    original_pipeline: Any = Pipeline.execute
 
     async def execute_command(self: aioredis.Redis, *args: Any, **options: Any) -> Any:
         name = str(args[0]).upper()
@@ -97,7 +97,8 @@ def _install_round_trip_counter() -> type[aioredis.Redis]:
         if self.command_stack:
             round_trips["PIPELINE"] += 1
             round_trips["PIPELINE:commands"] += len(self.command_stack)
-        return await original_pipeline(self, raise_on_error)
+        result: list[Any] = await original_pipeline(self, raise_on_error)
+        return result
 
     aioredis.Redis.execute_command = execute_command  # type: ignore[method-assign]
     Pipeline.execute = execute  # type: ignore[method-assign]
@@ -149,6 +150,13 @@ def _start_profiler(prefix: str) -> None:
         profiler.stop()
         with open(f"{prefix}.{os.getpid()}.txt", "w") as f:
             f.write(profiler.output_text(unicode=False, color=False, show_all=False))
+        session = profiler.last_session
+        root = session.root_frame() if session is not None else None
+        if root is not None:
+            from .profile import summarize
+
+            with open(f"{prefix}.{os.getpid()}.summary.txt", "w") as f:
+                f.write(summarize(root))
 
     atexit.register(write)
 

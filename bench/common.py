@@ -66,7 +66,7 @@ class Env:
 def _count_round_trips(rt: Runtime) -> Counter[str]:
     counts: Counter[str] = Counter()
     client = rt.redis
-    original = client.execute_command
+    original: Any = client.execute_command
 
     async def execute_command(*args: Any, **options: Any) -> Any:
         counts[str(args[0]).upper()] += 1

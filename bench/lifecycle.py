@@ -80,9 +80,11 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
     for first in range(0, n, batch):
         await bounded(range(first, min(n, first + batch)), start_one, opts.concurrency)
         target = len(run_ids)
-        await wait_for(
-            lambda t=target: _at_least(env.suspended(), t), 60 + batch / 100, "suspensions"
-        )
+
+        async def all_suspended(target: int = target) -> bool:
+            return await env.suspended() >= target
+
+        await wait_for(all_suspended, 60 + batch / 100, "suspensions")
     s1, d1 = await snap(env)
     key_bytes = await _key_bytes(env, run_ids[:: max(1, n // 50)])
 
