@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley.execution")
 
+_WAKING_EVENTS = frozenset({"hook.received", "hook.expired", "timer.fired"})
+
 
 class Suspend(BaseException):
     """Unwinds the workflow to the worker: the run waits for ``wait`` (hook or timer id).
@@ -88,6 +90,11 @@ class Execution:
         self.index = ReplayIndex()
         self.index.add_all(events)
         self.last_id = events[-1].id if events else "0-0"
+        # The answer/expiry/timer that woke this execution, for the resume-latency metric.
+        self.woken_at_ms = (
+            events[-1].timestamp_ms if events and events[-1].type in _WAKING_EVENTS else None
+        )
+        self.outcome = "running"  # then: suspended | completed | failed
         self.checkpoints = checkpoints
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
         self._ops: list[bytes | str | int] = []
@@ -235,7 +242,9 @@ class Execution:
         except EventLimitExceeded as exc:
             await self._finish_failed(exc)
             return None
-        if external is not None:
+        if external is None:
+            self.outcome = "suspended"
+        else:
             # The suspension was refused (and not recorded): forget it so the next
             # suspension on this wait records it.
             self.index.suspended_on.discard(suspend.wait)
@@ -261,14 +270,16 @@ class Execution:
         except EventLimitExceeded as exc:
             await self._finish_failed(exc)
             return
+        self.outcome = "completed"
         _faults.crash_point("after_final_event")
 
     async def _finish_failed(self, exc: BaseException) -> None:
         error = describe_error(exc)
-        log.info("run %s failed: %s", self.run_id, error["message"])
+        log.info("run failed: %s", error["message"], extra={"run_id": self.run_id})
         self.record("workflow.failed", {"error": error})
         self._notify_status("failed", error=error)
         await self._apply("finish", status="failed", value=dumps(error), event_slack=16)
+        self.outcome = "failed"
         _faults.crash_point("after_final_event")
 
     def _notify_status(self, status: str, **extra: Any) -> None:

@@ -20,6 +20,8 @@ _memory_servers: dict[str, Any] = {}
 
 
 CLUSTER_SCHEME = "redis+cluster://"
+# The longest BLOCK of any XREAD/XREADGROUP Parley sends.
+MAX_BLOCK_SECONDS = 2.0
 
 
 def is_cluster_url(url: str) -> bool:
@@ -35,7 +37,12 @@ def _cluster(url: str) -> aioredis.Redis:
         if not host or not port.isdigit():
             raise UsageError(f"expected 'redis+cluster://host:port[,host:port...]', got {url!r}")
         nodes.append(ClusterNode(host, int(port)))
-    client = RedisCluster(startup_nodes=nodes, max_connections=256, socket_keepalive=True)
+    client = RedisCluster(
+        startup_nodes=nodes,
+        max_connections=256,
+        socket_keepalive=True,
+        socket_timeout=MAX_BLOCK_SECONDS * 5,
+    )
     # RedisCluster offers the commands Parley uses with the same signatures; every
     # multi-key operation is a single-slot script, so nothing here needs cross-slot routing.
     return cast(aioredis.Redis, client)
@@ -61,6 +68,9 @@ def connect(url: str) -> aioredis.Redis:
             timeout=30,
             health_check_interval=15,
             socket_keepalive=True,
+            # Longer than any blocking read Parley issues (MAX_BLOCK_SECONDS), so a
+            # timeout means a dead server, not a quiet stream.
+            socket_timeout=MAX_BLOCK_SECONDS * 5,
         )
         return aioredis.Redis(connection_pool=pool)
     raise UsageError(

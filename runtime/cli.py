@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
+from . import _ops, logs
 from .runtime import Runtime
 from .worker import Worker
 
@@ -44,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--lease", type=float, default=30.0, help="lease / visibility timeout, seconds"
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("PARLEY_METRICS_PORT", "0")),
+        help="serve Prometheus metrics on this port (0: off)",
+    )
 
     demo = sub.add_parser("demo", help="serve the chat-agent demo (server + worker in one process)")
     _add_common(demo)
@@ -55,15 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--app", action="append", default=[], help="module defining the workflows")
     server.add_argument("--host", default="127.0.0.1")
     server.add_argument("--port", type=int, default=8000)
+    _ops.add_commands(sub, _add_common)
     return parser
-
-
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s pid=%(process)d %(message)s",
-        stream=sys.stderr,
-    )
 
 
 async def _run_worker(args: argparse.Namespace) -> None:
@@ -82,9 +82,21 @@ async def _run_worker(args: argparse.Namespace) -> None:
         print(f"parley worker ready {worker.consumer}", flush=True)
 
     async with runtime:
-        ready = asyncio.create_task(announce_ready())
+        side_tasks = [asyncio.create_task(announce_ready())]
+        if args.metrics_port:
+            _serve_metrics(worker, args.metrics_port)
         await worker.run()
-        ready.cancel()
+        for task in side_tasks:
+            task.cancel()
+
+
+def _serve_metrics(worker: Worker, port: int) -> None:
+    """Prometheus exposition on a port (one thread for the HTTP server; store-wide
+    figures are read from Redis on the worker's loop at each scrape)."""
+    from prometheus_client import start_http_server
+
+    worker.metrics.store.refresh_on_scrape(asyncio.get_running_loop(), worker.runtime)
+    start_http_server(port, addr="0.0.0.0", registry=worker.metrics.registry)
 
 
 def _worker_command(args: argparse.Namespace) -> int:
@@ -102,12 +114,24 @@ def _server_command(args: argparse.Namespace) -> int:
     return code
 
 
-_commands.update({"worker": _worker_command, "server": _server_command, "demo": _server_command})
+def _ops_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_ops.run(args))
+
+
+_commands.update(
+    {
+        "worker": _worker_command,
+        "server": _server_command,
+        "demo": _server_command,
+        "runs": _ops_command,
+        "hooks": _ops_command,
+    }
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(args.log_level)
+    logs.configure(args.log_level)
     return _commands[args.command](args)
 
 

@@ -299,9 +299,8 @@ class Runtime:
             remaining = give_up - loop.time()
             if remaining <= 0:
                 raise WaitTimeout(f"run still {state.value} after {timeout:g}s", run_id=run_id)
-            await self.redis.xread(
-                {keys.events: last_id}, count=1, block=max(1, int(min(remaining, 5.0) * 1000))
-            )
+            block = min(remaining, _redis.MAX_BLOCK_SECONDS)
+            await self.redis.xread({keys.events: last_id}, count=1, block=max(1, int(block * 1000)))
 
     async def events(self, run_id: str) -> list[Event]:
         keys = run_keys(_check_run_id(run_id), self.partitions)

@@ -22,6 +22,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from . import _redis
 from ._execution import Abort, Execution, now_ms
 from ._keys import (
     GROUP,
@@ -34,6 +35,7 @@ from ._keys import (
 )
 from ._replay import parse_stream_entries
 from .errors import LeaseLost, WorkflowNotFound
+from .metrics import Metrics
 from .registry import get_workflow, registered_workflows
 from .runtime import Runtime
 
@@ -68,12 +70,13 @@ class Worker:
         self.runtime = runtime
         self.concurrency = concurrency
         self.consumer = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-        self.block_ms = int(block_seconds * 1000)
+        self.block_ms = int(min(block_seconds, _redis.MAX_BLOCK_SECONDS) * 1000)
         self.timer_tick = timer_tick
         visibility = (
             visibility_timeout if visibility_timeout is not None else (runtime.lease_ms / 1000)
         )
         self.visibility_ms = int(visibility * 1000)
+        self.metrics = Metrics()
         self._running: dict[str, Execution] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
@@ -227,6 +230,7 @@ class Worker:
                 live = [(mid, fields) for mid, fields in messages if fields]
                 if live:
                     log.warning("reclaimed %d task(s) from %s", len(live), stream)
+                    self.metrics.reclaims.inc(len(live))
                     reclaimed += len(live)
                     self._dispatch([[stream.encode(), live]])
                 if start in (b"0-0", "0-0"):
@@ -268,7 +272,7 @@ class Worker:
         return replies
 
     def observe_deadline_lateness(self, seconds: float) -> None:
-        """Called for each fired deadline; metrics subclass or patch it."""
+        self.metrics.deadline_lateness.observe(seconds)
 
     # executing one run -----------------------------------------------------------------
     def _dispatch(self, reply: Any) -> None:
@@ -283,6 +287,7 @@ class Worker:
 
     async def _execute(self, run_id: str, msg_id: str) -> None:
         rt = self.runtime
+        ctx = {"run_id": run_id, "worker": self.consumer}
         keys = run_keys(run_id, rt.partitions)
         try:
             reply = await rt.scripts.claim(
@@ -295,7 +300,7 @@ class Worker:
             try:
                 workflow = get_workflow(wf_name.decode())
             except WorkflowNotFound as exc:
-                log.error("cannot execute run %s: %s; task left for another worker", run_id, exc)
+                log.error("cannot execute: %s; task left for another worker", exc, extra=ctx)
                 return
             execution = Execution(
                 rt,
@@ -311,17 +316,22 @@ class Worker:
                 await execution.run()
             finally:
                 self._running.pop(run_id, None)
+            self.metrics.executions.labels(execution.outcome).inc()
+            if execution.woken_at_ms is not None:
+                self.metrics.resume_latency.observe((now_ms() - execution.woken_at_ms) / 1000)
+            log.debug("execution ended: %s", execution.outcome, extra=ctx)
         except Abort as abort:
             if isinstance(abort.error, LeaseLost):
-                log.warning("run %s: lease_lost: %s", run_id, abort.error)
+                self.metrics.lease_losses.inc()
+                log.warning("lease_lost: %s", abort.error, extra=ctx)
             else:
                 log.error(
-                    "run %s: Redis unavailable (%s); its task will be retried", run_id, abort.error
+                    "Redis unavailable (%s); the task will be retried", abort.error, extra=ctx
                 )
         except _OUTAGE as exc:
-            log.error("run %s: Redis unavailable (%s); its task will be retried", run_id, exc)
+            log.error("Redis unavailable (%s); the task will be retried", exc, extra=ctx)
         except Exception:
-            log.exception("run %s: execution crashed; its task will be retried", run_id)
+            log.exception("execution crashed; the task will be retried", extra=ctx)
 
 
 class _Backoff:

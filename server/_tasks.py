@@ -14,11 +14,6 @@ from typing import Any
 
 log = logging.getLogger("parley.server")
 
-# The background loops of runtime.Worker.run (named there).
-WORKER_LOOP_NAMES = frozenset({"parley-tasks", "parley-deadlines", "parley-reclaim",
-                               "parley-heartbeat"})
-
-
 async def cancel_and_wait(
     tasks: Iterable[asyncio.Task[Any]], *, every: float = 0.2, give_up: float = 10.0
 ) -> bool:
@@ -36,14 +31,3 @@ async def cancel_and_wait(
             return False
     return True
 
-
-async def stop_worker(stop: Any, task: asyncio.Task[None], *, grace: float = 2.0) -> None:
-    """``Worker.stop()`` and wait for its ``run()`` task. When the worker's own
-    cancellation of its loops was swallowed, cancel those loops again (by name)."""
-    stop()
-    done, _ = await asyncio.wait({task}, timeout=grace)
-    if done:
-        return
-    loops = [t for t in asyncio.all_tasks() if t.get_name() in WORKER_LOOP_NAMES]
-    await cancel_and_wait(loops)
-    await cancel_and_wait([task])

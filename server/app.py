@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
@@ -17,8 +18,8 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from runtime import Runtime, Worker
+from runtime.metrics import Metrics
 
-from ._tasks import stop_worker
 from .api import ROUTES
 from .errors import EXCEPTION_HANDLERS
 from .sessions import Sessions
@@ -37,7 +38,7 @@ class ServerConfig:
     max_frame_bytes: int = 64 * 1024  # a websocket frame from the page
     ws_rate: float = 10.0  # frames per second per socket ...
     ws_burst: int = 20  # ... with bursts up to this many
-    ws_block_ms: int = 10_000  # one blocking read of the outbox
+    ws_block_ms: int = 2_000  # one blocking read of the outbox (<= MAX_BLOCK_SECONDS)
     widget_dir: Path = WIDGET_DIR
 
 
@@ -47,6 +48,7 @@ class ServerContext:
     config: ServerConfig
     sessions: Sessions
     worker: Worker | None = None
+    metrics: Metrics = dataclasses.field(default_factory=Metrics)
 
 
 def create_app(
@@ -85,7 +87,14 @@ def create_app(
                 yield
             finally:
                 if ctx.worker is not None and task is not None:
-                    await stop_worker(ctx.worker.stop, task)
+                    ctx.worker.stop()  # its run() ends its loops even if a cancel is lost
+                    await task
+
+    async def metrics(request: Request) -> Response:
+        # Prometheus exposition (unauthenticated, like /healthz: scrape it from inside
+        # your network). With an in-process worker, its instruments are included.
+        source = ctx.worker.metrics if ctx.worker is not None else ctx.metrics
+        return Response(await source.render(runtime), media_type=CONTENT_TYPE_LATEST)
 
     async def index(request: Request) -> Response:
         return FileResponse(cfg.widget_dir / "demo.html", media_type="text/html")
@@ -94,6 +103,7 @@ def create_app(
         *ROUTES,
         WebSocketRoute("/ws/sessions/{session_id}", session_socket),
         Route("/", index, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
         Mount("/widget", StaticFiles(directory=cfg.widget_dir), name="widget"),
     ]
     app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

@@ -28,6 +28,7 @@ class WorkerProcess:
         lease: float = 1.0,
         concurrency: int = 16,
         extra_env: dict[str, str] | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         env = {**os.environ, "PARLEY_TEST_REDIS": redis_url, **(extra_env or {})}
         env.pop("PARLEY_CRASH_AT", None)
@@ -54,6 +55,7 @@ class WorkerProcess:
                 str(concurrency),
                 "--log-level",
                 "INFO",
+                *extra_args,
             ],
             cwd=ROOT,
             env=env,

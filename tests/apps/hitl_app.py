@@ -160,3 +160,8 @@ async def chaos_rounds(timeouts: list[float]) -> list[Any]:
 @workflow(name="chaos")
 async def chaos_wf(timeouts: list[float]) -> list[Any]:
     return await chaos_rounds(timeouts)
+
+
+@workflow(name="boom")
+async def boom_wf() -> None:
+    raise ValueError("boom")

@@ -16,6 +16,19 @@ def test_healthz_needs_no_key(client: TestClient) -> None:
     assert r.json() == {"status": "ok"}
 
 
+def test_metrics_expose_store_and_worker_figures(client: TestClient) -> None:
+    started = client.post(
+        "/api/runs", json={"workflow": "support_agent", "args": ["hello"]}, headers=AUTH
+    )
+    assert started.status_code == 201, started.text
+    run_id = started.json()["run_id"]
+    wait_run(client, run_id, lambda run: run["status"] in ("suspended", "completed"))
+    text = client.get("/metrics").text
+    assert 'parley_runs_total{event="started"} 1.0' in text
+    assert "parley_runs_suspended " in text and "parley_hooks_pending " in text
+    assert "parley_executions_total" in text  # the in-process worker's instruments
+
+
 @pytest.mark.parametrize(
     ("method", "path"),
     [
@@ -39,7 +52,8 @@ def test_api_refuses_requests_without_a_valid_key(
 
 def test_start_run_get_result_and_events(client: TestClient) -> None:
     r = client.post(
-        "/api/runs", json={"workflow": "srv_echo", "args": [7], "kwargs": {"twice": True}},
+        "/api/runs",
+        json={"workflow": "srv_echo", "args": [7], "kwargs": {"twice": True}},
         headers=AUTH,
     )
     assert r.status_code == 201, r.text
@@ -81,24 +95,29 @@ def test_oversized_bodies_are_refused(client: TestClient) -> None:
     r = client.post("/api/runs", content=b"x" * (300 * 1024), headers=AUTH)
     assert (r.status_code, r.json()["error"]) == (413, "request_too_large")
     # Under the body limit but over the runtime's 64 KiB input limit.
-    r = client.post("/api/runs", json={"workflow": "srv_echo", "args": ["y" * 70_000]},
-                    headers=AUTH)
+    r = client.post(
+        "/api/runs", json={"workflow": "srv_echo", "args": ["y" * 70_000]}, headers=AUTH
+    )
     assert (r.status_code, r.json()["error"]) == (413, "payload_too_large")
     assert client.get("/api/hooks", headers=AUTH).json() == {"hooks": []}
 
 
 def test_start_run_bound_to_a_session(client: TestClient) -> None:
     session = client.post("/api/sessions").json()["session_id"]
-    r = client.post("/api/runs", json={"workflow": "srv_echo", "args": [1], "session": session},
-                    headers=AUTH)
+    r = client.post(
+        "/api/runs", json={"workflow": "srv_echo", "args": [1], "session": session}, headers=AUTH
+    )
     assert r.status_code == 201
     run = wait_run(client, r.json()["run_id"], lambda run: run["status"] == "completed")
     assert run["session"] == session
 
 
 def test_unknown_runs_are_404(client: TestClient) -> None:
-    for path in (f"/api/runs/{UNKNOWN_RUN}", f"/api/runs/{UNKNOWN_RUN}/events",
-                 "/api/runs/not-a-run-id"):
+    for path in (
+        f"/api/runs/{UNKNOWN_RUN}",
+        f"/api/runs/{UNKNOWN_RUN}/events",
+        "/api/runs/not-a-run-id",
+    ):
         r = client.get(path, headers=AUTH)
         assert (r.status_code, r.json()["error"]) == (404, "run_not_found"), path
     r = client.post(f"/api/runs/{UNKNOWN_RUN}/cancel", headers=AUTH)
@@ -126,8 +145,10 @@ def test_list_hooks_and_answer(client: TestClient) -> None:
 
 def test_conflicting_answer_is_409_and_changes_nothing(client: TestClient) -> None:
     run_id, token = start_approval(client)
-    assert client.post(f"/api/hooks/{token}", json={"payload": {"ok": True}},
-                       headers=AUTH).status_code == 200
+    assert (
+        client.post(f"/api/hooks/{token}", json={"payload": {"ok": True}}, headers=AUTH).status_code
+        == 200
+    )
     wait_run(client, run_id, lambda run: run["status"] == "completed")
     before = events(client, run_id)
     r = client.post(f"/api/hooks/{token}", json={"payload": {"ok": False}}, headers=AUTH)
@@ -145,8 +166,7 @@ def test_bad_answers_get_clear_errors_and_change_nothing(client: TestClient) -> 
         (f"/api/hooks/{token}", b'{"answer": true}', 400, "malformed"),
         (f"/api/hooks/{token}", b"{oops", 400, "malformed"),
         (f"/api/hooks/{token}", b'"just a string"', 400, "malformed"),
-        (f"/api/hooks/{token}", b'{"payload": "' + b"z" * 70_000 + b'"}', 413,
-         "payload_too_large"),
+        (f"/api/hooks/{token}", b'{"payload": "' + b"z" * 70_000 + b'"}', 413, "payload_too_large"),
         (f"/api/hooks/{token}", b"x" * (300 * 1024), 413, "request_too_large"),
         ("/api/hooks/not-a-token", b'{"payload": 1}', 400, "invalid_token"),
         (f"/api/hooks/{run_id}:no.such.hook", b'{"payload": 1}', 404, "hook_not_found"),
@@ -156,9 +176,12 @@ def test_bad_answers_get_clear_errors_and_change_nothing(client: TestClient) -> 
         r = client.post(path, content=body, headers=AUTH)
         assert (r.status_code, r.json()["error"]) == (status, code), (body[:40], r.text)
         assert r.json()["message"]
-    assert "does not match the hook's schema" in client.post(
-        f"/api/hooks/{token}", json={"payload": {"ok": 1}}, headers=AUTH
-    ).json()["message"]
+    assert (
+        "does not match the hook's schema"
+        in client.post(f"/api/hooks/{token}", json={"payload": {"ok": 1}}, headers=AUTH).json()[
+            "message"
+        ]
+    )
     assert events(client, run_id) == before
     run = client.get(f"/api/runs/{run_id}", headers=AUTH).json()
     assert [h["token"] for h in run["pending_hooks"]] == [token]

@@ -1,0 +1,201 @@
+"""``parley runs ...`` and ``parley hooks ...``: what an operator looks at and does.
+
+Human-readable tables by default, ``--json`` for scripts (one JSON document on stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from .errors import ParleyError, UsageError
+from .models import Event, HookInfo, RunInfo
+from .runtime import Runtime
+
+
+def add_commands(sub: Any, add_common: Any) -> None:
+    runs = sub.add_parser("runs", help="list, inspect and cancel runs")
+    runs_sub = runs.add_subparsers(dest="action", required=True)
+    listing = runs_sub.add_parser("list", help="list runs, newest first")
+    listing.add_argument(
+        "--status", choices=["pending", "running", "suspended", "completed", "failed", "cancelled"]
+    )
+    listing.add_argument("--limit", type=int, default=100)
+    show = runs_sub.add_parser("show", help="a run: status, timeline, pending hooks")
+    show.add_argument("run_id")
+    cancel = runs_sub.add_parser("cancel", help="cancel a run")
+    cancel.add_argument("run_id")
+    cancel.add_argument("--reason")
+
+    hooks = sub.add_parser("hooks", help="list and answer hooks")
+    hooks_sub = hooks.add_subparsers(dest="action", required=True)
+    hooks_list = hooks_sub.add_parser("list", help="pending hooks of every run")
+    hooks_list.add_argument("--pending", action="store_true", help="(the default)")
+    resume = hooks_sub.add_parser("resume", help="answer a hook (the same resume_hook path)")
+    resume.add_argument("token")
+    resume.add_argument("--payload", required=True, help="the answer, as JSON")
+    for parser in (listing, show, cancel, hooks_list, resume):
+        add_common(parser)
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+async def run(args: argparse.Namespace) -> int:
+    async with Runtime(args.redis, partitions=args.partitions) as rt:
+        try:
+            return await _COMMANDS[(args.command, args.action)](rt, args)
+        except ParleyError as exc:
+            if args.json:
+                _print_json({"error": exc.code, "message": str(exc)})
+            else:
+                print(f"error: {exc}", file=sys.stderr)
+            return 1
+
+
+async def _runs_list(rt: Runtime, args: argparse.Namespace) -> int:
+    if not args.json:
+        print("scanning runs...", file=sys.stderr, flush=True)
+    runs = await rt.list_runs(args.status, limit=args.limit)
+    if args.json:
+        _print_json([_run_dict(r) for r in runs])
+    else:
+        _table(
+            ["RUN", "WORKFLOW", "STATUS", "CREATED", "SESSION"],
+            [
+                [r.run_id, r.workflow, r.status.value, _when(r.created_at), r.session or "-"]
+                for r in runs
+            ],
+        )
+    return 0
+
+
+async def _runs_show(rt: Runtime, args: argparse.Namespace) -> int:
+    run = await rt.get_run(args.run_id)
+    events = await rt.events(args.run_id)
+    pending = [h for h in run.hooks if h.status.value == "pending"]
+    if args.json:
+        _print_json(
+            {
+                **_run_dict(run),
+                "events": [_event_dict(e) for e in events],
+                "pending_hooks": [_hook_dict(h) for h in pending],
+            }
+        )
+        return 0
+    print(f"run       {run.run_id}\nworkflow  {run.workflow}\nstatus    {run.status.value}")
+    if run.result is not None:
+        print(f"result    {orjson.dumps(run.result).decode()}")
+    if run.error is not None:
+        print(f"error     {run.error.get('type')}: {run.error.get('message')}")
+    print("\ntimeline")
+    _table(
+        ["TIME", "EVENT", "DETAIL"],
+        [[_when(e.timestamp_ms / 1000), e.type, _detail(e)] for e in events],
+    )
+    if pending:
+        print("\npending hooks")
+        _table(
+            ["TOKEN", "NAME", "EXPIRES"], [[h.token, h.name, _when(h.expires_at)] for h in pending]
+        )
+    return 0
+
+
+async def _runs_cancel(rt: Runtime, args: argparse.Namespace) -> int:
+    await rt.cancel(args.run_id, reason=args.reason)
+    if args.json:
+        _print_json({"run_id": args.run_id, "status": "cancelled"})
+    else:
+        print(f"cancelled {args.run_id}")
+    return 0
+
+
+async def _hooks_list(rt: Runtime, args: argparse.Namespace) -> int:
+    hooks = await rt.list_hooks()
+    if args.json:
+        _print_json([_hook_dict(h) for h in hooks])
+    else:
+        _table(
+            ["TOKEN", "NAME", "EXPIRES", "SESSION"],
+            [[h.token, h.name, _when(h.expires_at), h.session or "-"] for h in hooks],
+        )
+    return 0
+
+
+async def _hooks_resume(rt: Runtime, args: argparse.Namespace) -> int:
+    try:
+        payload = orjson.loads(args.payload)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"--payload must be JSON, got {args.payload!r}: {exc}") from None
+    recorded = await rt.resume_hook(args.token, payload)
+    if args.json:
+        _print_json({"token": args.token, "recorded": recorded})
+    else:
+        print("answer recorded" if recorded else "the same answer was already recorded")
+    return 0
+
+
+_COMMANDS = {
+    ("runs", "list"): _runs_list,
+    ("runs", "show"): _runs_show,
+    ("runs", "cancel"): _runs_cancel,
+    ("hooks", "list"): _hooks_list,
+    ("hooks", "resume"): _hooks_resume,
+}
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _detail(event: Event) -> str:
+    data = {k: v for k, v in event.data.items() if k not in ("schema",)}
+    text = orjson.dumps(data).decode()
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if not rows:
+        print("(none)")
+
+
+def _run_dict(run: RunInfo) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "workflow": run.workflow,
+        "status": run.status.value,
+        "result": run.result,
+        "error": run.error,
+        "session": run.session,
+        "created_at": run.created_at,
+    }
+
+
+def _hook_dict(hook: HookInfo) -> dict[str, Any]:
+    return {
+        "token": hook.token,
+        "run_id": hook.run_id,
+        "hook_id": hook.hook_id,
+        "name": hook.name,
+        "status": hook.status.value,
+        "expires_at": hook.expires_at,
+        "session": hook.session,
+        "prompt": hook.prompt,
+    }
+
+
+def _event_dict(event: Event) -> dict[str, Any]:
+    return {"id": event.id, "type": event.type, "data": event.data}

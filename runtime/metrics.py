@@ -1,0 +1,99 @@
+"""Prometheus metrics: per-process instruments of a worker or server, and the store-wide
+counters every process can read from Redis (``Runtime.stats``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .runtime import Runtime
+
+_LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class StoreCollector(Collector):
+    """Exposes ``Runtime.stats()``: refreshed before each scrape, either by the async
+    caller (:meth:`Metrics.render`) or, when scraped from the exposition thread of
+    ``start_http_server``, on the event loop given to :meth:`refresh_on_scrape`."""
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, int] = {}
+        self._source: tuple[asyncio.AbstractEventLoop, Runtime] | None = None
+
+    async def refresh(self, runtime: Runtime) -> None:
+        self.snapshot = await runtime.stats()
+
+    def refresh_on_scrape(self, loop: asyncio.AbstractEventLoop, runtime: Runtime) -> None:
+        self._source = (loop, runtime)
+
+    def collect(self) -> Iterator[Metric]:
+        if self._source is not None:
+            loop, runtime = self._source
+            future = asyncio.run_coroutine_threadsafe(self.refresh(runtime), loop)
+            with contextlib.suppress(Exception):  # an outage: serve the last snapshot
+                future.result(timeout=5)
+        if not self.snapshot:
+            return
+        runs = CounterMetricFamily(
+            "parley_runs", "Runs by how they ended (store-wide)", labels=["event"]
+        )
+        for event in ("started", "completed", "failed", "cancelled"):
+            runs.add_metric([event], self.snapshot.get(event, 0))
+        yield runs
+        yield GaugeMetricFamily(
+            "parley_runs_suspended",
+            "Runs suspended now, waiting for an answer or a deadline (store-wide)",
+            value=self.snapshot.get("suspended", 0),
+        )
+        yield GaugeMetricFamily(
+            "parley_hooks_pending",
+            "Hooks waiting for an answer now (store-wide)",
+            value=self.snapshot.get("hooks_pending", 0),
+        )
+
+
+class Metrics:
+    """The instruments of one process, on their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.store = StoreCollector()
+        self.registry.register(self.store)
+        self.executions = Counter(
+            "parley_executions",
+            "Executions of runs by this process, by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.resume_latency = Histogram(
+            "parley_resume_latency_seconds",
+            "From an answer/expiry/timer event to the end of the execution it woke",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.deadline_lateness = Histogram(
+            "parley_deadline_lateness_seconds",
+            "How late deadlines fired after they were due",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.reclaims = Counter(
+            "parley_task_reclaims",
+            "Tasks taken over from workers that stopped acknowledging them",
+            registry=self.registry,
+        )
+        self.lease_losses = Counter(
+            "parley_lease_losses",
+            "Executions abandoned because another worker or a cancel took the run",
+            registry=self.registry,
+        )
+
+    async def render(self, runtime: Runtime) -> bytes:
+        """The exposition text, with store-wide figures fresh from Redis."""
+        await self.store.refresh(runtime)
+        return generate_latest(self.registry)

@@ -1,0 +1,73 @@
+"""The operations CLI, run as a real process against real Redis; its output is read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from runtime import Runtime, Worker, step, step_hook, workflow
+from tests.processes import PARTITIONS, ROOT
+
+
+@step
+async def cli_ask() -> Any:
+    return await step_hook("approve", prompt="Approve?")
+
+
+@workflow(name="cli_wf")
+async def cli_wf() -> Any:
+    return await cli_ask()
+
+
+def parley(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli", *args, "--redis", redis_url,
+         "--partitions", str(PARTITIONS)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+
+
+async def test_runs_and_hooks_commands(redis_url: str) -> None:
+    async with Runtime(redis_url, partitions=PARTITIONS) as rt:
+        worker = Worker(rt)
+        answered, waiting, doomed = [await rt.start(cli_wf) for _ in range(3)]
+        await worker.drain()
+
+        listed = json.loads(parley(redis_url, "runs", "list", "--json").stdout)
+        assert {r["run_id"] for r in listed} == {answered, waiting, doomed}
+        assert {r["status"] for r in listed} == {"suspended"}
+
+        hooks = json.loads(parley(redis_url, "hooks", "list", "--json").stdout)
+        token = next(h["token"] for h in hooks if h["run_id"] == answered)
+        assert len(hooks) == 3 and hooks[0]["prompt"] == "Approve?"
+
+        out = parley(redis_url, "hooks", "resume", token, "--payload", '{"ok": true}')
+        assert out.returncode == 0 and out.stdout.strip() == "answer recorded"
+        again = parley(redis_url, "hooks", "resume", token, "--payload", '{"ok": false}')
+        assert again.returncode == 1 and "different answer" in again.stderr
+        bad = parley(redis_url, "hooks", "resume", token, "--payload", "{nope")
+        assert bad.returncode == 1 and "--payload must be JSON" in bad.stderr
+
+        cancelled = parley(redis_url, "runs", "cancel", doomed, "--json")
+        assert json.loads(cancelled.stdout) == {"run_id": doomed, "status": "cancelled"}
+        await worker.drain()
+
+        table = parley(redis_url, "runs", "list").stdout.splitlines()
+        assert table[0].split() == ["RUN", "WORKFLOW", "STATUS", "CREATED", "SESSION"]
+        statuses = {line.split()[0]: line.split()[2] for line in table[1:]}
+        assert statuses == {answered: "completed", waiting: "suspended", doomed: "cancelled"}
+        only = json.loads(parley(redis_url, "runs", "list", "--status", "completed",
+                                 "--json").stdout)
+        assert [r["run_id"] for r in only] == [answered]
+
+        shown = parley(redis_url, "runs", "show", waiting).stdout
+        assert "status    suspended" in shown and "hook.created" in shown
+        assert "pending hooks" in shown and f"{waiting}:cli_ask-0.approve.0" in shown
+        detail = json.loads(parley(redis_url, "runs", "show", answered, "--json").stdout)
+        assert detail["result"] == {"ok": True}
+        assert [e["type"] for e in detail["events"]][-1] == "workflow.completed"
+
+        missing = parley(redis_url, "runs", "show", "r-" + "0" * 24, "--json")
+        assert missing.returncode == 1 and json.loads(missing.stdout)["error"] == "run_not_found"
