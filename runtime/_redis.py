@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 import redis.asyncio as aioredis
-from redis.commands.core import AsyncScript
 
 from . import _scripts
+from ._batch import Batcher, Script
 from .errors import UsageError
 
 _memory_servers: dict[str, Any] = {}
@@ -80,15 +80,16 @@ def connect(url: str) -> aioredis.Redis:
 
 
 class Scripts:
-    """The Lua scripts of :mod:`runtime._scripts`, called by EVALSHA (reloaded on NOSCRIPT,
-    e.g. after a Redis restart)."""
+    """The Lua scripts of :mod:`runtime._scripts`, called by EVALSHA through one
+    auto-pipelining :class:`~runtime._batch.Batcher` (reloaded on NOSCRIPT)."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
-        self.claim: AsyncScript = client.register_script(_scripts.CLAIM)
-        self.apply: AsyncScript = client.register_script(_scripts.APPLY)
-        self.resume: AsyncScript = client.register_script(_scripts.RESUME)
-        self.fire_due: AsyncScript = client.register_script(_scripts.FIRE_DUE)
-        self.cancel: AsyncScript = client.register_script(_scripts.CANCEL)
-        self.heartbeat: AsyncScript = client.register_script(_scripts.HEARTBEAT)
-        self.start: AsyncScript = client.register_script(_scripts.START)
-        self.wait_state: AsyncScript = client.register_script(_scripts.WAIT_STATE)
+    def __init__(self, client: aioredis.Redis, *, cluster: bool) -> None:
+        batcher = Batcher(client, pipelined=not cluster)
+        self.claim = Script(batcher, _scripts.CLAIM)
+        self.apply = Script(batcher, _scripts.APPLY)
+        self.resume = Script(batcher, _scripts.RESUME)
+        self.fire_due = Script(batcher, _scripts.FIRE_DUE)
+        self.cancel = Script(batcher, _scripts.CANCEL)
+        self.heartbeat = Script(batcher, _scripts.HEARTBEAT)
+        self.start = Script(batcher, _scripts.START)
+        self.wait_state = Script(batcher, _scripts.WAIT_STATE)

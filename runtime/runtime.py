@@ -98,7 +98,7 @@ class Runtime:
     async def connect(self) -> Runtime:
         if self._redis is None:
             self._redis = _redis.connect(self.url)
-            self._scripts = _redis.Scripts(self._redis)
+            self._scripts = _redis.Scripts(self._redis, cluster=self.is_cluster)
             await self.ensure_groups()
         return self
 

@@ -18,11 +18,11 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
-from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _redis
+from ._batch import Script
 from ._execution import Abort, Execution, now_ms
 from ._keys import (
     GROUP,
@@ -259,17 +259,11 @@ class Worker:
             backoff.reset()
 
     async def _call_per_partition(
-        self, calls: list[tuple[AsyncScript, list[str], list[Any]]]
+        self, calls: list[tuple[Script, list[str], list[Any]]]
     ) -> list[Any]:
-        """Run scripts on different partitions: one pipelined round trip on a single Redis;
-        concurrent calls on a cluster (a pipeline's scripts there must share a slot)."""
-        if self.runtime.is_cluster:
-            return list(await asyncio.gather(*(script(keys=k, args=a) for script, k, a in calls)))
-        async with self.runtime.redis.pipeline(transaction=False) as pipe:
-            for script, keys, args in calls:
-                await script(keys=keys, args=args, client=pipe)
-            replies: list[Any] = await pipe.execute()
-        return replies
+        """Run scripts on different partitions concurrently: the batcher sends them in one
+        pipelined round trip on a single Redis (one call per slot on a cluster)."""
+        return list(await asyncio.gather(*(script(keys=k, args=a) for script, k, a in calls)))
 
     def observe_deadline_lateness(self, seconds: float) -> None:
         self.metrics.deadline_lateness.observe(seconds)
