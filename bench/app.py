@@ -17,6 +17,7 @@ it reports includes itself.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import threading
 import time
@@ -29,6 +30,7 @@ from redis.asyncio.client import Pipeline
 
 from runtime import (
     STEP_HOOK_TIMEOUT,
+    _scripts,
     load_step_checkpoint,
     save_step_checkpoint,
     step,
@@ -43,6 +45,9 @@ REPORT_KEY = "bench:worker:"
 REPORT_EVERY = 0.2
 
 round_trips: Counter[str] = Counter()
+_BACKGROUND_SHAS = {
+    hashlib.sha1(source.encode()).hexdigest() for source in (_scripts.FIRE_DUE, _scripts.HEARTBEAT)
+}
 
 
 ON_CREATED_KEY = "bench:on_created"
@@ -95,7 +100,10 @@ def _install_round_trip_counter() -> type[aioredis.Redis]:
 
     async def execute(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
         if self.command_stack:
-            round_trips["PIPELINE"] += 1
+            # Deadline ticks and heartbeats are background; a pipeline the engine's
+            # batcher sends with claims/suspensions/completions is lifecycle work.
+            shas = {str(args[1]) for args, _ in self.command_stack if args[0] == "EVALSHA"}
+            round_trips["PIPELINE" if shas <= _BACKGROUND_SHAS else "PIPELINE:work"] += 1
             round_trips["PIPELINE:commands"] += len(self.command_stack)
         result: list[Any] = await original_pipeline(self, raise_on_error)
         return result

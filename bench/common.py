@@ -73,6 +73,16 @@ def _count_round_trips(rt: Runtime) -> Counter[str]:
         return await original(*args, **options)
 
     client.execute_command = execute_command  # type: ignore[method-assign]
+    batcher = rt.scripts.start.batcher
+    original_pipeline: Any = batcher._pipeline
+
+    async def pipeline(calls: list[Any]) -> list[Any]:
+        if len(calls) > 1:  # a lone call goes through execute_command, counted above
+            counts["PIPELINE:work"] += 1
+        result: list[Any] = await original_pipeline(calls)
+        return result
+
+    batcher._pipeline = pipeline  # type: ignore[method-assign]
     return counts
 
 
