@@ -23,6 +23,7 @@ from runtime.metrics import Metrics
 from .api import ROUTES
 from .errors import EXCEPTION_HANDLERS
 from .sessions import Sessions
+from .tailer import OutboxTailer
 from .ws import session_socket
 
 log = logging.getLogger("parley.server")
@@ -38,7 +39,8 @@ class ServerConfig:
     max_frame_bytes: int = 64 * 1024  # a websocket frame from the page
     ws_rate: float = 10.0  # frames per second per socket ...
     ws_burst: int = 20  # ... with bursts up to this many
-    ws_block_ms: int = 2_000  # one blocking read of the outbox (<= MAX_BLOCK_SECONDS)
+    ws_block_ms: int = 2_000  # one blocking read of the outbox tailer (<= MAX_BLOCK_SECONDS)
+    ws_queue_size: int = 1_000  # messages a socket may fall behind before it is closed
     widget_dir: Path = WIDGET_DIR
 
 
@@ -47,6 +49,7 @@ class ServerContext:
     runtime: Runtime
     config: ServerConfig
     sessions: Sessions
+    tailer: OutboxTailer
     worker: Worker | None = None
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
 
@@ -73,7 +76,8 @@ def create_app(
         api_key=api_key,
         chat_workflow=chat_workflow if chat_workflow is not None else base.chat_workflow,
     )
-    ctx = ServerContext(runtime, cfg, Sessions(runtime))
+    tailer = OutboxTailer(runtime, block_ms=cfg.ws_block_ms, queue_size=cfg.ws_queue_size)
+    ctx = ServerContext(runtime, cfg, Sessions(runtime), tailer)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -86,6 +90,7 @@ def create_app(
             try:
                 yield
             finally:
+                await tailer.close()  # before the runtime's connections go
                 if ctx.worker is not None and task is not None:
                     ctx.worker.stop()  # its run() ends its loops even if a cancel is lost
                     await task

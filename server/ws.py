@@ -4,8 +4,10 @@ Server → page: every message of the session's outbox stream after ``after`` (`
 fresh page), each with its stream ``id``: prompts (``token``, ``hook``, ``prompt``,
 ``schema``, ``expires_at``, plus the hook's current ``state``), agent text chunks, answers,
 expiries, run status. A page that reconnects with the last id it saw gets everything after
-it and nothing twice. Replies to the page's own frames: ``ack`` / ``error`` (echoing its
-``ref``), ``pong``.
+it and nothing twice. The live part comes from the process's shared outbox tailer
+(``server.tailer``); a page that falls more than ``ws_queue_size`` messages behind is
+closed with 4408 (and reconnects with its last id), an unreachable store closes with 1011.
+Replies to the page's own frames: ``ack`` / ``error`` (echoing its ``ref``), ``pong``.
 
 Page → server (JSON text frames of at most ``max_frame_bytes``, at most ``rate`` per
 second): ``{"type": "answer", "token", "payload"}`` (through ``resume_hook``; only hooks of
@@ -29,6 +31,7 @@ from runtime import ParleyError
 
 from ._tasks import cancel_and_wait
 from .errors import ApiError, error_body, parley_error_body
+from .tailer import CLOSE_TOO_SLOW, CLOSE_UNAVAILABLE, Subscription, SubscriptionEnded
 
 if TYPE_CHECKING:
     from .app import ServerContext
@@ -39,8 +42,9 @@ STREAM_ID_RE = re.compile(r"^\d{1,20}-\d{1,20}$")
 CLOSE_UNKNOWN_SESSION = 4404
 CLOSE_BAD_REQUEST = 4400
 CLOSE_POLICY = 1008  # too many rejected frames in a row
-CLOSE_UNAVAILABLE = 1011
 MAX_REJECTED_IN_A_ROW = 50
+REPLAY_BATCH = 100
+__all__ = ["CLOSE_TOO_SLOW", "CLOSE_UNAVAILABLE", "SessionSocket", "session_socket"]
 
 
 class RateLimiter:
@@ -80,7 +84,7 @@ class SessionSocket:
         self.limiter = RateLimiter(ctx.config.ws_rate, ctx.config.ws_burst)
         self._send_lock = asyncio.Lock()
         self.rejected_in_a_row = 0
-        self.closing = False  # ends the pump even if a cancellation gets lost
+        self.closing = False  # ends the replay even if a cancellation gets lost in redis-py
 
     async def send(self, frame: dict[str, Any]) -> None:
         async with self._send_lock:
@@ -88,25 +92,46 @@ class SessionSocket:
 
     # server -> page --------------------------------------------------------------------
     async def pump(self, after: str) -> None:
-        """Tail the session's outbox and forward every message after ``after``."""
+        """Forward every message of the session's outbox after ``after``: first the
+        history, read by this socket alone, then what the process's tailer fans out."""
         rt = self.ctx.runtime
+        sub: Subscription | None = None
         try:
+            # Replay with non-blocking reads: a long history is sent at this page's pace
+            # and never sits in the tailer's bounded queue.
             while not self.closing:
-                messages = await rt.read_outbox(
-                    self.session, after, count=100, block_ms=self.config.ws_block_ms
-                )
+                messages = await rt.read_outbox(self.session, after, count=REPLAY_BATCH)
                 for entry_id, message in messages:
-                    frame = {**message, "id": entry_id}
-                    if message.get("type") == "prompt":
-                        frame["state"] = await self._hook_state(message)
-                    await self.send(frame)
+                    await self._forward(entry_id, message)
                     after = entry_id
+                if len(messages) < REPLAY_BATCH:
+                    break
+            # Subscribe from the last id delivered: an entry appended after the replay's
+            # last read has a greater id, so the tailer delivers it (nothing is missed
+            # between replay and subscription), and nothing up to ``after`` is delivered
+            # twice.
+            sub = await self.ctx.tailer.subscribe(self.session, after)
+            while not self.closing:
+                entry_id, message = await sub.get()
+                await self._forward(entry_id, message)
         except asyncio.CancelledError:
             raise
+        except SubscriptionEnded as end:  # too slow, store unreachable, shutdown
+            with contextlib.suppress(Exception):
+                await self.ws.close(end.code, end.reason[:120])
         except Exception as exc:  # store unreachable or socket gone: the page reconnects
             log.warning("session %s: outbox tail stopped: %s", self.session, exc)
             with contextlib.suppress(Exception):
                 await self.ws.close(CLOSE_UNAVAILABLE, "the message store is unavailable")
+        finally:
+            if sub is not None:
+                self.ctx.tailer.unsubscribe(sub)
+
+    async def _forward(self, entry_id: str, message: dict[str, Any]) -> None:
+        frame = {**message, "id": entry_id}
+        if message.get("type") == "prompt":
+            frame["state"] = await self._hook_state(message)
+        await self.send(frame)
 
     async def _hook_state(self, prompt: dict[str, Any]) -> str:
         """pending / received / expired / cancelled: a replayed prompt that was answered
