@@ -215,6 +215,10 @@ class OutboxTailer:
         self.process_id = secrets.token_hex(8)
         self._partitions: dict[str, _Partition] = {}
 
+    def readers(self) -> int:
+        """Reader tasks running now (each holds at most one Redis connection)."""
+        return sum(1 for p in self._partitions.values() if p.task is not None)
+
     def _partition(self, key: str) -> _Partition:
         prefix = key[: key.index("}:") + 2]  # "parley:{p:N}:", the outbox's hash tag
         part = self._partitions.get(prefix)
