@@ -251,9 +251,11 @@ class OutboxTailer:
     async def close(self) -> None:
         """Stop every reader and end every subscription (server shutdown)."""
         parts = list(self._partitions.values())
-        await cancel_and_wait([p.task for p in parts if p.task is not None])
+        # Ending the subscriptions first also ends each reader's loop after its current
+        # read, should redis-py swallow the cancellation (see server._tasks).
         for part in parts:
             part.end_all(CLOSE_GOING_AWAY, "the server is shutting down")
+        await cancel_and_wait([p.task for p in parts if p.task is not None])
         with contextlib.suppress(Exception):
             keys = [p.wake_key for p in parts]
             for key in keys:  # one key per command: they live in different slots
