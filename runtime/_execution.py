@@ -8,6 +8,7 @@ a recorded step result), so a HITL lifecycle costs a handful of round trips.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from contextvars import ContextVar
@@ -22,7 +23,7 @@ from . import _faults
 from ._codec import dumps
 from ._keys import RunKeys, make_token
 from ._replay import ReplayIndex, parse_stream_entries
-from .errors import EventLimitExceeded, LeaseLost
+from .errors import EventLimitExceeded, LeaseLost, ParleyError
 from .models import Event
 
 if TYPE_CHECKING:
@@ -47,8 +48,13 @@ class Suspend(BaseException):
         self.step_id = step_id
 
 
+class Interrupted(ParleyError):
+    code = "interrupted"
+
+
 class Abort(BaseException):
-    """Unwinds the workflow to the worker without writing anything more (lease lost)."""
+    """Unwinds the workflow to the worker without writing anything more (lease lost,
+    Redis unreachable, a write interrupted)."""
 
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
@@ -140,8 +146,11 @@ class Execution:
 
     async def flush(self) -> None:
         if self._ops:
-            await self._apply("")
+            arrived = await self._apply("")
             self.flush_before_step = False
+            # Answers/expiries that landed while we ran: known now, since last_id has
+            # moved past them.
+            self.index.add_all(arrived or [])
 
     async def _apply(
         self,
@@ -159,6 +168,15 @@ class Execution:
             # Redis is unreachable: this is not the step's failure. Unwind past user code
             # (a BaseException) and leave the task pending; it is retried after the outage.
             raise Abort(exc) from exc
+        except asyncio.CancelledError:
+            # Interrupted mid-write (a step timeout, a cancel): whether the script ran is
+            # unknown while the index already holds the writes, so neither can be trusted.
+            # Start over from the log (the worker re-dispatches the task).
+            raise Abort(
+                Interrupted(
+                    "a write was interrupted; the run restarts from its log", run_id=self.run_id
+                )
+            ) from None
         kind = reply[0]
         if kind == b"lost":
             raise Abort(LeaseLost("another worker or a cancel took over", run_id=self.run_id))
@@ -166,14 +184,14 @@ class Execution:
             raise EventLimitExceeded(
                 f"the run reached its limit of {limits.max_events} events", run_id=self.run_id
             )
+        arrived = parse_stream_entries(reply[2])
         if reply[1]:
             self.last_id = reply[1].decode()
+        elif arrived:
+            self.last_id = arrived[-1].id
         if kind == b"continue":
-            external = parse_stream_entries(reply[2])
-            if not reply[1]:
-                self.last_id = external[-1].id
-            return external
-        return None
+            return arrived
+        return None if mode == "suspend" else arrived
 
     async def _call_apply(
         self, mode: str, status: str, value: bytes, event_slack: int, ops: list[bytes | str | int]

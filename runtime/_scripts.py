@@ -26,7 +26,10 @@ if (not s) or s == 'suspended' or s == 'completed' or s == 'failed' or s == 'can
   redis.call('XDEL', KEYS[4], ARGV[4])
   return {'skip', s or 'missing'}
 end
-if s == 'running' and tonumber(rs[2] or '0') > tonumber(ARGV[2]) then
+-- a live lease of another worker: busy. The same worker may take its own run back (its
+-- previous execution of it was abandoned; a worker never runs one run twice at once).
+if s == 'running' and tonumber(rs[2] or '0') > tonumber(ARGV[2])
+    and redis.call('HGET', run, 'owner') ~= ARGV[1] then
   return {'busy'}
 end
 local fence = redis.call('HINCRBY', run, 'fence', 1)
@@ -43,8 +46,13 @@ return {'ok', tostring(fence), rs[3], rs[4] or '',
 #  - a zombie worker (paused past its lease) writing after another took over: the fence
 #    no longer matches and nothing is written;
 #  - an answer/expiry/timer landing while the run is still executing (e.g. resume_hook
-#    called from inside on_created): the suspension is refused when events exist after
-#    the last one this execution saw, and the worker continues instead of stranding the run;
+#    called from inside on_created): every call returns the events that arrived after the
+#    last one this execution saw (so a later write cannot hide them behind its own id),
+#    and a suspension is refused when there are any: the worker continues instead of
+#    stranding the run;
+#  - a run that ends with a hook still pending (its step failed after handing out the
+#    token): the hook is closed (C) with its deadline and pending-index entry, so nothing
+#    of it outlives the run;
 #  - a crash between recording the hook and acknowledging the task: both are one script,
 #    so the task is either still pending (replayed) or the suspension is fully recorded.
 # ARGV: fence, now_ms, max_events, run_id, mode ('' | 'suspend' | 'finish'), last_id,
@@ -63,11 +71,8 @@ end
 local nev = tonumber(redis.call('HGET', run, 'nev') or '0')
 if nev + n_events > tonumber(ARGV[3]) then return {'limit', tostring(nev)} end
 local mode = ARGV[5]
-local external = nil
-if mode == 'suspend' then
-  external = redis.call('XRANGE', KEYS[2], '(' .. ARGV[6], '+')
-  if #external == 0 then external = nil end
-end
+local external = redis.call('XRANGE', KEYS[2], '(' .. ARGV[6], '+')
+local refuse = mode == 'suspend' and #external > 0
 local session = redis.call('HGET', run, 'session')
 local outbox = nil
 if session and session ~= '' then
@@ -78,7 +83,7 @@ i = 10
 while i <= #ARGV do
   local op = ARGV[i]
   if op == 'S' then
-    if external then break end
+    if refuse then break end
   elseif op == 'E' then
     last = redis.call('XADD', KEYS[2], '*', 't', ARGV[i + 1], 'd', ARGV[i + 2])
     redis.call('HINCRBY', run, 'nev', 1)
@@ -102,7 +107,7 @@ while i <= #ARGV do
   end
   i = i + 1 + ARITY[op]
 end
-if external then return {'continue', last, external} end
+if refuse then return {'continue', last, external} end
 if mode == 'suspend' or mode == 'finish' then
   local msg = redis.call('HGET', run, 'msg')
   if msg then
@@ -117,6 +122,20 @@ if mode == 'suspend' or mode == 'finish' then
     redis.call('HSET', run, 'status', ARGV[7], 'out', ARGV[8], 'ended', ARGV[2])
     redis.call('HINCRBY', KEYS[8], ARGV[7], 1)
     redis.call('DEL', KEYS[3])
+    local dl = redis.call('HGET', run, 'dl')
+    if dl then
+      redis.call('ZREM', KEYS[6], dl)
+      redis.call('HDEL', run, 'dl')
+    end
+    local hooks = redis.call('HGETALL', KEYS[4])
+    for j = 1, #hooks, 2 do
+      local f, v = hooks[j], hooks[j + 1]
+      if string.sub(v, 1, 1) == 'P' and not string.find(f, '!', 1, true) then
+        redis.call('HSET', KEYS[4], f, 'C' .. string.sub(v, 2))
+        redis.call('SREM', KEYS[7], ARGV[4] .. ':' .. f)
+        redis.call('ZREM', KEYS[6], ARGV[4] .. '|h|' .. f)
+      end
+    end
     -- retention: a finished run's keys expire together
     local ttl = tonumber(ARGV[9])
     redis.call('EXPIRE', run, ttl)
@@ -125,7 +144,7 @@ if mode == 'suspend' or mode == 'finish' then
     if outbox then redis.call('EXPIRE', outbox, ttl) end
   end
 end
-return {'ok', last}
+return {'ok', last, external}
 """
 
 # Deliver an answer. Races closed:

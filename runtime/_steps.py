@@ -18,11 +18,11 @@ from ._execution import (
     encode_fragment,
     now_ms,
 )
-from .errors import HookTimeout, StepFailed, UsageError
+from .errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
 from .registry import StepOptions
 
 # Failures that re-running cannot fix: retrying would only burn attempts.
-_NOT_RETRIED: tuple[type[BaseException], ...] = (HookTimeout, UsageError)
+_NOT_RETRIED: tuple[type[BaseException], ...] = (HookTimeout, UsageError, EventLimitExceeded)
 
 
 async def call_step(
@@ -57,9 +57,10 @@ async def call_step(
             # or a crash during this step would re-run the previous one too.
             await execution.flush()
         if (step_id, attempt) not in index.started:
-            execution.record(
-                "step.started", {"step_id": step_id, "name": options.name, "attempt": attempt}
-            )
+            started: dict[str, Any] = {"step_id": step_id, "name": options.name}
+            if attempt:
+                started["attempt"] = attempt
+            execution.record("step.started", started)
             _faults.crash_point("after_step_start")
         else:
             _faults.crash_point("before_step_reexecute")

@@ -166,11 +166,12 @@ async def _wait_for_hook(
     if hook_id not in index.suspended_on and hook_id not in execution.notified:
         # No suspension recorded yet: on_created may not have run (first time, or the
         # previous worker died before suspending) — at-least-once across crashes.
-        execution.notified.add(hook_id)
         if on_created is not None:
             outcome = on_created(token)
             if inspect.isawaitable(outcome):
                 await outcome
+        # Only once it returned: if it raised, a retried step calls it again.
+        execution.notified.add(hook_id)
         _faults.crash_point("after_on_created")
     raise Suspend(hook_id, step_id)
 
@@ -199,14 +200,16 @@ def _create_hook(
         expires_ms = now_ms() + int(parse_duration(timeout, what="timeout") * 1000)
     if prompt is None and schema is not None:
         prompt = schema.get("description") or schema.get("title")
-    meta: dict[str, Any] = {
-        "name": name,
-        "step_id": step_id,
-        "expires_at": expires_ms,
-        "prompt": prompt,
-    }
-    if schema is not None:
-        meta["schema"] = schema
+    # Absent rather than null: a suspended run's bytes are the cost that matters.
+    meta: dict[str, Any] = {"name": name}
+    for field, value in (
+        ("step_id", step_id),
+        ("expires_at", expires_ms),
+        ("prompt", prompt),
+        ("schema", schema),
+    ):
+        if value is not None:
+            meta[field] = value
     data = {"hook_id": hook_id, **meta}
     execution.record("hook.created", data)
     flag = "PS" if schema is not None else "P-"

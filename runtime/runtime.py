@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import secrets
@@ -89,7 +90,6 @@ class Runtime:
         self.retention_seconds = max(1, int(parse_duration(retention, what="retention")))
         self._redis: aioredis.Redis | None = None
         self._scripts: _redis.Scripts | None = None
-        self._validators: dict[str, jsonschema.Draft202012Validator] = {}
 
     def __repr__(self) -> str:
         return f"<Runtime {self.url} partitions={self.partitions}>"
@@ -159,6 +159,7 @@ class Runtime:
     async def start(
         self,
         workflow: str | Callable[..., Any],
+        /,
         *args: Any,
         session: str | None = None,
         **kwargs: Any,
@@ -168,7 +169,7 @@ class Runtime:
         if session is not None:
             check_session_id(session)
         run_input = encode_value(
-            {"args": list(args), "kwargs": kwargs},
+            {"args": list(args), "kwargs": kwargs} if kwargs else {"args": list(args)},
             what="workflow input",
             limit=self.limits.max_payload_bytes,
         )
@@ -251,10 +252,7 @@ class Runtime:
         raise resume_error(outcome, reply, run_id, hook_id)
 
     def _validate(self, schema: dict[str, Any], payload: Any, run_id: str, hook_id: str) -> None:
-        schema_key = encode_value(schema, what="schema", limit=1 << 30).decode()
-        validator = self._validators.get(schema_key)
-        if validator is None:
-            validator = self._validators[schema_key] = jsonschema.Draft202012Validator(schema)
+        validator = _validator(encode_value(schema, what="schema", limit=1 << 30).decode())
         error = jsonschema.exceptions.best_match(validator.iter_errors(payload))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "(root)"
@@ -443,6 +441,11 @@ class Runtime:
         data = encode_value(message, what="message", limit=self.limits.max_payload_bytes)
         entry_id: Any = await self.redis.xadd(self.outbox_key(session), {"m": data})
         return str(entry_id.decode())
+
+
+@functools.lru_cache(maxsize=256)  # bounded: schemas may be generated per question
+def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(loads(schema_json))
 
 
 def check_session_id(session: str) -> str:

@@ -23,7 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _redis
 from ._batch import Script
-from ._execution import Abort, Execution, now_ms
+from ._execution import Abort, Execution, Interrupted, now_ms
 from ._keys import (
     GROUP,
     deadlines_key,
@@ -78,6 +78,8 @@ class Worker:
         self.visibility_ms = int(visibility * 1000)
         self.metrics = Metrics()
         self._running: dict[str, Execution] = {}
+        self._execution_tasks: dict[str, asyncio.Task[Any] | None] = {}
+        self._deferred: dict[str, list[str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()  # set once connected, announced and consuming
@@ -247,7 +249,7 @@ class Worker:
             until = now_ms() + self.runtime.lease_ms
             script = self.runtime.scripts.heartbeat
             try:
-                await self._call_per_partition(
+                replies = await self._call_per_partition(
                     [
                         (script, [ex.keys.run, ex.keys.tasks], [ex.fence, until, self.consumer])
                         for ex in executions
@@ -257,6 +259,20 @@ class Worker:
                 await backoff.wait(exc)
                 continue
             backoff.reset()
+            for execution, alive in zip(executions, replies, strict=True):
+                task = self._execution_tasks.get(execution.run_id)
+                if (
+                    not alive
+                    and task is not None
+                    and self._running.get(execution.run_id) is execution
+                ):
+                    # Cancelled or taken over: stop its side effects now, not at its next
+                    # write (which the fence would refuse anyway).
+                    log.warning(
+                        "lease_lost: stopping the execution", extra={"run_id": execution.run_id}
+                    )
+                    self.metrics.lease_losses.inc()
+                    task.cancel()
 
     async def _call_per_partition(
         self, calls: list[tuple[Script, list[str], list[Any]]]
@@ -274,14 +290,23 @@ class Worker:
             for msg_id, fields in messages:
                 run_id = fields[b"r"].decode()
                 if run_id in self._running:
-                    continue  # executing it already; the message stays pending for later
-                task = asyncio.create_task(self._execute(run_id, msg_id.decode()))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                    # Executing it already (e.g. an answer enqueued it just as its
+                    # suspension committed): run it when this execution ends rather than
+                    # leave it pending until the visibility timeout.
+                    self._deferred.setdefault(run_id, []).append(msg_id.decode())
+                    continue
+                self._spawn(run_id, msg_id.decode())
 
-    async def _execute(self, run_id: str, msg_id: str) -> None:
+    def _spawn(self, run_id: str, msg_id: str, delay: float = 0.0) -> None:
+        task = asyncio.create_task(self._execute(run_id, msg_id, delay))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _execute(self, run_id: str, msg_id: str, delay: float = 0.0) -> None:
         rt = self.runtime
         ctx = {"run_id": run_id, "worker": self.consumer}
+        if delay:
+            await asyncio.sleep(delay)
         keys = run_keys(run_id, rt.partitions)
         try:
             reply = await rt.scripts.claim(
@@ -306,10 +331,14 @@ class Worker:
                 {flat_ckpt[i].decode(): flat_ckpt[i + 1] for i in range(0, len(flat_ckpt), 2)},
             )
             self._running[run_id] = execution
+            self._execution_tasks[run_id] = asyncio.current_task()
             try:
                 await execution.run()
             finally:
                 self._running.pop(run_id, None)
+                self._execution_tasks.pop(run_id, None)
+                for deferred in self._deferred.pop(run_id, []):
+                    self._spawn(run_id, deferred)
             self.metrics.executions.labels(execution.outcome).inc()
             if execution.woken_at_ms is not None:
                 self.metrics.resume_latency.observe((now_ms() - execution.woken_at_ms) / 1000)
@@ -318,6 +347,9 @@ class Worker:
             if isinstance(abort.error, LeaseLost):
                 self.metrics.lease_losses.inc()
                 log.warning("lease_lost: %s", abort.error, extra=ctx)
+            elif isinstance(abort.error, Interrupted):
+                log.warning("%s", abort.error, extra=ctx)
+                self._spawn(run_id, msg_id, delay=0.05)  # it holds our lease: take it back
             else:
                 log.error(
                     "Redis unavailable (%s); the task will be retried", abort.error, extra=ctx

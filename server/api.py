@@ -142,6 +142,14 @@ async def start_run(request: Request) -> Response:
     if not isinstance(args, list):
         raise ApiError(400, "malformed", f"expected 'args' to be an array, got {_kind(args)}")
     kwargs = expect_object(kwargs, "'kwargs'")
+    if "session" in kwargs:
+        # Runtime.start takes `session` itself: a workflow parameter of that name cannot
+        # be passed through kwargs (it would be a TypeError, i.e. a 500).
+        raise ApiError(
+            400, "malformed",
+            "'kwargs' may not contain 'session' (the run's chat session is the top-level "
+            "'session' field)",
+        )
     if session is not None:
         if not isinstance(session, str):
             raise ApiError(

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runtime import InvalidToken, RunNotFound, Runtime, UsageError
+from runtime import RunNotFound, Runtime, UsageError
+from runtime._keys import parse_token
 
 from .errors import ApiError, ForbiddenHook
 
@@ -108,9 +109,7 @@ class Sessions:
         the hook must belong to a run of that session. The engine announces a recorded
         answer to the run's session (``{"type": "answered", ...}``) atomically with it, so
         every open page shows it."""
-        if not isinstance(token, str) or ":" not in token:
-            raise InvalidToken(f"expected a token '<run_id>:<hook_id>', got {token!r:.80}")
-        run_id = token.partition(":")[0]
+        run_id, _hook_id = parse_token(token)  # a malformed token is 400, not 404
         info = await self.rt.get_run(run_id)
         if session is not None and info.session != session:
             raise ForbiddenHook(

@@ -141,7 +141,9 @@ async def test_three_workers_share_runs_and_survive_a_kill(
 ) -> None:
     concurrency = 8
     for _ in range(3):
-        workers.append(WorkerProcess(redis_url, APP, concurrency=concurrency))
+        # lease 3 s: under a loaded CI a live worker must not look dead (a 1 s lease can
+        # lapse while its loop is starved, and then a step legitimately runs twice)
+        workers.append(WorkerProcess(redis_url, APP, concurrency=concurrency, lease=3.0))
     run_ids = [await prt.start("batch", n) for n in range(300)]
 
     def completed() -> int:

@@ -1,0 +1,168 @@
+"""Races and failure paths found in review: each test pins one fix."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from runtime import Runtime, RunStatus, Worker, hook, step, step_hook, workflow
+from tests.helpers import running
+
+calls: Counter[str] = Counter()
+CURRENT: dict[str, Any] = {}
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    calls.clear()
+    CURRENT.clear()
+
+
+async def _answer_then_fail(token: str) -> None:
+    calls["on_created"] += 1
+    if calls["on_created"] == 1:
+        await CURRENT["rt"].resume_hook(token, "fast")
+        raise ConnectionError("the notifier failed after the visitor answered")
+
+
+@step(retries=1, retry_delay=0)
+async def answered_then_retried() -> Any:
+    return await step_hook("q", on_created=_answer_then_fail)
+
+
+@workflow(name="answered_then_retried_wf")
+async def answered_then_retried_wf() -> Any:
+    return await answered_then_retried()
+
+
+async def test_an_answer_behind_a_later_write_is_not_lost(rt: Runtime, worker: Worker) -> None:
+    # The answer lands while the step runs; the retry's write then moves past it. The run
+    # must still see it (it used to suspend for ever, the answer recorded but unseen).
+    CURRENT["rt"] = rt
+    run_id = await rt.start(answered_then_retried_wf)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == "fast"
+
+
+async def _fails_once(token: str) -> None:
+    calls["notify"] += 1
+    if calls["notify"] == 1:
+        raise ConnectionError("notifier down")
+
+
+@step(retries=1, retry_delay=0)
+async def notifies() -> Any:
+    return await step_hook("q", on_created=_fails_once)
+
+
+@workflow(name="notifies_wf")
+async def notifies_wf() -> Any:
+    return await notifies()
+
+
+async def test_on_created_is_called_again_after_it_raised(rt: Runtime, worker: Worker) -> None:
+    run_id = await rt.start(notifies_wf)
+    await worker.drain()
+    assert calls["notify"] == 2  # the retried step handed the token out after all
+    [pending] = await rt.list_hooks()
+    await rt.resume_hook(pending.token, "ok")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == "ok"
+
+
+async def _always_fails(token: str) -> None:
+    raise ConnectionError("notifier down")
+
+
+@workflow(name="fails_with_pending_hook")
+async def fails_with_pending_hook() -> Any:
+    return await hook("approve", timeout="1h", on_created=_always_fails)
+
+
+async def test_a_run_that_ends_closes_its_pending_hooks(rt: Runtime, worker: Worker) -> None:
+    run_id = await rt.start(fails_with_pending_hook)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.FAILED
+    assert await rt.list_hooks() == []
+    [closed] = await rt.list_hooks(None, run_id=run_id)
+    assert closed.status.value == "cancelled"
+    assert (await rt.stats())["hooks_pending"] == 0
+    assert sum([await rt.redis.zcard(f"parley:{{p:{p}}}:deadlines") for p in range(4)]) == 0
+
+
+@step(timeout=0.2, retries=1, retry_delay=0)
+async def slow_write_step() -> Any:
+    calls["attempts"] += 1
+    return await step_hook("q", on_created=_count_created)
+
+
+async def _count_created(token: str) -> None:
+    calls["created"] += 1
+
+
+@workflow(name="slow_write_wf")
+async def slow_write_wf() -> Any:
+    return await slow_write_step()
+
+
+async def test_a_write_interrupted_by_a_step_timeout_restarts_from_the_log(
+    rt: Runtime, worker: Worker
+) -> None:
+    batcher = rt.scripts.apply.batcher
+    original = batcher._pipeline
+    slowed = {"done": False}
+
+    async def slow_once(batch: list[Any]) -> list[Any]:
+        if not slowed["done"] and any(call[0] is rt.scripts.apply for call in batch):
+            slowed["done"] = True
+            await asyncio.sleep(1)  # the step's 0.2 s timeout fires during this write
+        return await original(batch)
+
+    batcher._pipeline = slow_once  # type: ignore[method-assign]
+    run_id = await rt.start(slow_write_wf)
+    await worker.drain()
+    # The interrupted write left nothing half-known: the hook exists and can be answered.
+    [pending] = await rt.list_hooks()
+    assert await rt.resume_hook(pending.token, "after") is True
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == "after"
+    assert calls["created"] >= 1
+
+
+gate: dict[str, asyncio.Event] = {}
+
+
+@step
+async def long_side_effect() -> str:
+    gate["entered"].set()
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        calls["stopped"] += 1
+        raise
+    return "finished"
+
+
+@workflow(name="cancel_stops_side_effects")
+async def cancel_stops_side_effects() -> str:
+    return await long_side_effect()
+
+
+async def test_cancel_stops_a_running_step_at_the_next_heartbeat(backend_url: str) -> None:
+    gate["entered"] = asyncio.Event()
+    async with Runtime(backend_url, partitions=2, lease_seconds=0.3) as rt:
+        worker = Worker(rt)
+        run_id = await rt.start(cancel_stops_side_effects)
+        async with running(worker):
+            await asyncio.wait_for(gate["entered"].wait(), 5)
+            await rt.cancel(run_id)
+            deadline = time.monotonic() + 5
+            while not calls["stopped"]:
+                assert time.monotonic() < deadline, "the cancelled step kept running"
+                await asyncio.sleep(0.02)
+        assert (await rt.get_run(run_id)).status is RunStatus.CANCELLED
+        assert "step.completed" not in [e.type for e in await rt.events(run_id)]
