@@ -18,24 +18,20 @@ from redis.exceptions import ResponseError
 
 from . import _redis
 from ._codec import Duration, encode_value, loads, parse_duration
-from ._decoding import hook_info, hook_infos, opt_text, resume_error, run_info
+from ._decoding import resume_error, run_info
 from ._execution import encode_fragment, now_ms
+from ._inspect import Inspection, check_run_id
 from ._keys import (
     GROUP,
-    PREFIX,
-    RUN_ID_RE,
     SESSION_ID_RE,
     WORKFLOWS_KEY,
     outbox_key,
     parse_token,
     partition_of,
-    pending_hooks_key,
     run_keys,
     session_partition,
-    stats_key,
     tasks_key,
 )
-from ._replay import parse_stream_entries
 from .errors import (
     InvalidPayload,
     RunCancelled,
@@ -46,7 +42,7 @@ from .errors import (
     WaitTimeout,
     WorkflowNotFound,
 )
-from .models import Event, HookInfo, HookStatus, RunInfo, RunStatus
+from .models import RunInfo, RunStatus
 from .registry import get_workflow
 
 DEFAULT_URL = "memory://"
@@ -61,7 +57,7 @@ class Limits:
     max_events: int = 10_000  # events in one run's log
 
 
-class Runtime:
+class Runtime(Inspection):
     """A connection to a Parley store.
 
     ``redis_url`` is ``redis://...`` or ``memory://`` (default: ``$REDIS_URL``, else the
@@ -263,7 +259,7 @@ class Runtime:
             )
 
     async def get_run(self, run_id: str) -> RunInfo:
-        keys = run_keys(_check_run_id(run_id), self.partitions)
+        keys = run_keys(check_run_id(run_id), self.partitions)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(keys.run)
             pipe.hgetall(keys.hooks)
@@ -275,7 +271,7 @@ class Runtime:
     async def wait(self, run_id: str, timeout: float = 30.0) -> Any:
         """Wait until the run finishes; return its result, or raise RunFailed /
         RunCancelled / WaitTimeout. Blocks on the run's event stream (no polling)."""
-        keys = run_keys(_check_run_id(run_id), self.partitions)
+        keys = run_keys(check_run_id(run_id), self.partitions)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + timeout
         while True:
@@ -300,98 +296,10 @@ class Runtime:
             block = min(remaining, _redis.MAX_BLOCK_SECONDS)
             await self.redis.xread({keys.events: last_id}, count=1, block=max(1, int(block * 1000)))
 
-    async def events(self, run_id: str) -> list[Event]:
-        keys = run_keys(_check_run_id(run_id), self.partitions)
-        entries: Any = await self.redis.xrange(keys.events)
-        if not entries and not await self.redis.exists(keys.run):
-            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-        return parse_stream_entries(entries)
-
-    async def list_hooks(
-        self, status: str | HookStatus | None = "pending", *, run_id: str | None = None
-    ) -> list[HookInfo]:
-        """Hooks of one run (any status), or the pending hooks of every run."""
-        wanted = None if status is None else HookStatus(status)
-        if run_id is not None:
-            keys = run_keys(_check_run_id(run_id), self.partitions)
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.hget(keys.run, "session")
-                pipe.hgetall(keys.hooks)
-                session, hooks = await pipe.execute()
-            infos = hook_infos(run_id, hooks, opt_text(session))
-            return [h for h in infos if wanted is None or h.status is wanted]
-        if wanted is not HookStatus.PENDING:
-            raise UsageError("listing hooks of every run supports status='pending' only")
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for partition in range(self.partitions):
-                pipe.smembers(pending_hooks_key(partition))
-            members = await pipe.execute()
-        tokens = sorted(t.decode() for group in members for t in group)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for token in tokens:
-                rid, hook_id = parse_token(token)
-                keys = run_keys(rid, self.partitions)
-                pipe.hget(keys.hooks, hook_id)
-                pipe.hget(keys.run, "session")
-            values = await pipe.execute()
-        result = []
-        for i, token in enumerate(tokens):
-            value, session = values[2 * i], values[2 * i + 1]
-            if value is not None and value[:1] == b"P":
-                rid, hook_id = parse_token(token)
-                result.append(hook_info(rid, hook_id, value, opt_text(session)))
-        return result
-
-    async def list_runs(
-        self, status: str | RunStatus | None = None, *, limit: int | None = None
-    ) -> list[RunInfo]:
-        """Runs in the store, newest first (an operator's scan: O(keys), not for hot paths).
-
-        ``status`` filters; ``limit`` bounds the number returned.
-        """
-        wanted = None if status is None else RunStatus(status)
-        run_ids = []
-        async for key in self.redis.scan_iter(match=f"{PREFIX}:{{p:*}}:run:*", count=1000):
-            name = key.decode()
-            rid = name.rsplit(":run:", 1)[1]
-            if RUN_ID_RE.match(rid):
-                run_ids.append(rid)
-        infos = []
-        for i in range(0, len(run_ids), 500):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for rid in run_ids[i : i + 500]:
-                    pipe.hgetall(run_keys(rid, self.partitions).run)
-                replies = await pipe.execute()
-            for rid, run in zip(run_ids[i : i + 500], replies, strict=True):
-                if run:
-                    info = run_info(rid, run, {})
-                    if wanted is None or info.status is wanted:
-                        infos.append(info)
-        infos.sort(key=lambda r: r.created_at or 0, reverse=True)
-        return infos if limit is None else infos[:limit]
-
-    async def stats(self) -> dict[str, int]:
-        """Store-wide counters: runs started/completed/failed/cancelled since the store
-        began, runs suspended now, and hooks pending now."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for partition in range(self.partitions):
-                pipe.hgetall(stats_key(partition))
-                pipe.scard(pending_hooks_key(partition))
-            replies = await pipe.execute()
-        totals = dict.fromkeys(
-            ("started", "completed", "failed", "cancelled", "suspended", "hooks_pending"), 0
-        )
-        for i in range(0, len(replies), 2):
-            for field, value in replies[i].items():
-                if field.decode() in totals:
-                    totals[field.decode()] += int(value)
-            totals["hooks_pending"] += int(replies[i + 1])
-        return totals
-
     async def cancel(self, run_id: str, reason: str | None = None) -> None:
         """Cancel a pending, running or suspended run: its pending hooks and deadlines are
         cleaned and a running worker loses the run at its next write."""
-        keys = run_keys(_check_run_id(run_id), self.partitions)
+        keys = run_keys(check_run_id(run_id), self.partitions)
         reply = await self.scripts.cancel(
             keys=[
                 keys.run,
@@ -452,9 +360,3 @@ def check_session_id(session: str) -> str:
     if not isinstance(session, str) or not SESSION_ID_RE.match(session):
         raise UsageError(f"a session id must match {SESSION_ID_RE.pattern}, got {session!r}")
     return session
-
-
-def _check_run_id(run_id: str) -> str:
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
-        raise RunNotFound(f"expected a run id like 'r-' + 24 hex digits, got {run_id!r}")
-    return run_id
