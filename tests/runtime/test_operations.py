@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from runtime import Runtime, RunStatus, Worker, step, step_hook, workflow
+from runtime import RunStatus, Runtime, Worker, step, step_hook, workflow
 from runtime._keys import run_keys
 
 

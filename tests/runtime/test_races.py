@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime import Runtime, RunStatus, Worker, hook, step, step_hook, workflow
+from runtime import RunStatus, Runtime, Worker, hook, step, step_hook, workflow
 from tests.helpers import running
 
 calls: Counter[str] = Counter()
