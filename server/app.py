@@ -35,6 +35,7 @@ WIDGET_DIR = Path(__file__).resolve().parent.parent / "widget"
 class ServerConfig:
     api_key: str
     chat_workflow: str | None = None  # started by a visitor's message on the websocket
+    chat_workflows: frozenset[str] = frozenset()  # others a page may pick ("agent")
     max_body_bytes: int = 256 * 1024  # an HTTP request body
     max_frame_bytes: int = 64 * 1024  # a websocket frame from the page
     ws_rate: float = 10.0  # frames per second per socket ...
@@ -104,10 +105,14 @@ def create_app(
     async def index(request: Request) -> Response:
         return FileResponse(cfg.widget_dir / "demo.html", media_type="text/html")
 
+    async def langchain_demo(request: Request) -> Response:
+        return FileResponse(cfg.widget_dir / "demo-langchain.html", media_type="text/html")
+
     routes = [
         *ROUTES,
         WebSocketRoute("/ws/sessions/{session_id}", session_socket),
         Route("/", index, methods=["GET"]),
+        Route("/langchain", langchain_demo, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Mount("/widget", StaticFiles(directory=cfg.widget_dir), name="widget"),
     ]

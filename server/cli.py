@@ -20,12 +20,14 @@ import uvicorn
 from runtime import Runtime
 from runtime.registry import get_workflow
 
-from .app import create_app
+from .app import ServerConfig, create_app
 
 log = logging.getLogger("parley.server")
 
 DEMO_APP = "examples.support_agent"
 DEMO_WORKFLOW = "support_agent"
+LANGCHAIN_DEMO_APP = "examples.langchain_agent"
+LANGCHAIN_DEMO_WORKFLOW = "langchain_agent"
 WS_MAX_SIZE = 1024 * 1024  # protocol limit; the gateway answers frames > 64 KiB itself
 
 
@@ -40,6 +42,16 @@ def chat_workflow_for(apps: list[str]) -> str | None:
     except Exception:
         return None
     return DEMO_WORKFLOW
+
+
+def _second_demo() -> list[str]:
+    """The LangChain agent demo (/langchain), when the `parley[langchain]` extra is there."""
+    try:
+        importlib.import_module(LANGCHAIN_DEMO_APP)
+    except ImportError as exc:
+        log.info("the LangChain demo is off: %s", exc)
+        return []
+    return [LANGCHAIN_DEMO_WORKFLOW]
 
 
 def serve(args: argparse.Namespace, demo: bool) -> int:
@@ -64,7 +76,13 @@ def serve(args: argparse.Namespace, demo: bool) -> int:
         print("parley server: give --redis URL or set REDIS_URL", file=sys.stderr)
         return 2
     runtime = Runtime(url, partitions=args.partitions)
-    app = create_app(runtime, api_key, chat_workflow=chat_workflow_for(apps), run_worker=demo)
+    config = ServerConfig(
+        api_key=api_key,
+        chat_workflows=frozenset(_second_demo() if demo else ()),
+    )
+    app = create_app(
+        runtime, api_key, chat_workflow=chat_workflow_for(apps), run_worker=demo, config=config
+    )
     print(f"parley {'demo' if demo else 'server'} on http://{args.host}:{args.port} "
           f"(store {url})", flush=True)
     uvicorn.run(

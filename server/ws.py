@@ -195,6 +195,21 @@ class SessionSocket:
                 await self.ws.close(CLOSE_POLICY, "too many rejected frames")
                 return
 
+    def _chat_workflow(self, agent: Any) -> str:
+        """The workflow a visitor's message starts: the server's default, or one of the
+        other chat workflows it offers, named by the page's ``agent``."""
+        config = self.ctx.config
+        if agent is None:
+            if config.chat_workflow is None:
+                raise FrameError("no_chat_workflow", "this server has no chat workflow to start")
+            return config.chat_workflow
+        offered = sorted({*config.chat_workflows, *filter(None, [config.chat_workflow])})
+        if agent not in offered:
+            raise FrameError(
+                "unknown_agent", f"expected 'agent' to be one of {offered}, got {agent!r:.40}"
+            )
+        return str(agent)
+
     async def handle(self, frame: dict[str, Any]) -> dict[str, Any]:
         kind = frame.get("type")
         if kind == "answer":
@@ -208,9 +223,7 @@ class SessionSocket:
             )
             return {"type": "ack", "for": "answer", "token": token, "recorded": recorded}
         if kind == "message":
-            workflow = self.ctx.config.chat_workflow
-            if workflow is None:
-                raise FrameError("no_chat_workflow", "this server has no chat workflow to start")
+            workflow = self._chat_workflow(frame.get("agent"))
             run_id = await self.ctx.sessions.start_chat(self.session, workflow, frame.get("text"))
             return {"type": "ack", "for": "message", "run_id": run_id}
         if kind == "ping":

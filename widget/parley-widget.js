@@ -20,9 +20,10 @@ function shown(payload) {
 }
 
 class ChatWidget {
-  constructor(target, { server = SERVER, title = "Support" } = {}) {
+  constructor(target, { server = SERVER, title = "Support", agent = null } = {}) {
     this.server = server;
-    this.storageKey = `parley-session:${new URL(server).origin}`;
+    this.agent = agent; // which of the server's chat workflows a message starts (null: default)
+    this.storageKey = `parley-session:${new URL(server).origin}${agent ? `:${agent}` : ""}`;
     this.bubbles = new Map(); // message_id → { node, seq }
     this.prompts = new Map(); // token → { card, state }
     this.pendingAnswers = new Map(); // ref → token
@@ -235,7 +236,7 @@ class ChatWidget {
   sendMessage() {
     const text = this.input.value.trim();
     if (!text) return;
-    const ref = this.conn.send({ type: "message", text });
+    const ref = this.conn.send(this.agent ? { type: "message", text, agent: this.agent } : { type: "message", text });
     if (!ref) {
       this.errorLine.textContent = "Not connected — your message was not sent.";
       return;
@@ -277,6 +278,9 @@ export function mount(target, options = {}) {
 // Auto-mount: <script type="module" src=".../parley-widget.js" data-target="#chat">
 for (const script of document.querySelectorAll("script[type=module][data-target]")) {
   if (script.src && new URL(script.src, document.baseURI).href === import.meta.url) {
-    window.parleyWidget = mount(script.dataset.target, { title: script.dataset.title || "Support" });
+    window.parleyWidget = mount(script.dataset.target, {
+      title: script.dataset.title || "Support",
+      agent: script.dataset.agent || null,
+    });
   }
 }

@@ -193,3 +193,22 @@ def test_http_answer_is_pushed_to_the_page(client: TestClient) -> None:
         assert [f["token"] for f in frames if f["type"] == "answered"] == [prompt["token"]]
     run = wait_run(client, prompt["run_id"], lambda run: run["status"] == "completed")
     assert run["result"]["reply"].startswith("Thanks! For Parley Cloud")
+
+
+def test_a_page_may_pick_another_offered_agent(redis_url: str, monkeypatch: Any) -> None:
+    pytest.importorskip("langchain_core")
+    import examples.langchain_agent  # noqa: F401 - registers the second demo's workflow
+
+    monkeypatch.setenv("PARLEY_DEMO_CHUNK_DELAY", "0")
+    with make_client(redis_url, chat_workflows=frozenset({"langchain_agent"})) as client:
+        session = new_session(client)
+        with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+            ws.send_json({"type": "message", "text": "hi", "agent": "nope", "ref": "x"})
+            error = until(ws, lambda f: f.get("ref") == "x")[-1]
+            assert error["error"] == "unknown_agent" and "langchain_agent" in error["message"]
+            ws.send_json({"type": "message", "text": "where is my order 1234?",
+                          "agent": "langchain_agent"})
+            prompt = until(ws, lambda f: f["type"] == "prompt")[-1]
+            run = client.get(f"/api/runs/{prompt['run_id']}", headers=AUTH).json()
+            assert run["workflow"] == "langchain_agent"
+            assert prompt["hook"] == "ask_visitor"
