@@ -54,6 +54,12 @@ def _second_demo() -> list[str]:
     return [LANGCHAIN_DEMO_WORKFLOW]
 
 
+def _offered_from_environment() -> list[str]:
+    """``$PARLEY_CHAT_WORKFLOWS``: more chat workflows pages may pick (comma-separated)."""
+    names = os.environ.get("PARLEY_CHAT_WORKFLOWS", "")
+    return [name.strip() for name in names.split(",") if name.strip()]
+
+
 def serve(args: argparse.Namespace, demo: bool) -> int:
     apps: list[str] = list(getattr(args, "app", None) or [])
     if demo and DEMO_APP not in apps:
@@ -78,7 +84,9 @@ def serve(args: argparse.Namespace, demo: bool) -> int:
     runtime = Runtime(url, partitions=args.partitions)
     config = ServerConfig(
         api_key=api_key,
-        chat_workflows=frozenset(_second_demo() if demo else ()),
+        chat_workflows=frozenset(
+            [*(_second_demo() if demo else []), *_offered_from_environment()]
+        ),
     )
     app = create_app(
         runtime, api_key, chat_workflow=chat_workflow_for(apps), run_worker=demo, config=config
