@@ -55,6 +55,20 @@ def session_partition(session_id: str, partitions: int) -> int:
     return zlib.crc32(session_id.encode()) % partitions
 
 
+def session_meta_key(session_id: str, partitions: int) -> str:
+    """The server's small hash about a session (exists, its active run); next to its outbox."""
+    return (
+        partition_prefix(session_partition(session_id, partitions)) + f"session:{session_id}:meta"
+    )
+
+
+def gateway_wake_key(outbox: str, process_id: str) -> str:
+    """A websocket gateway process's wake-up stream for the partition of ``outbox``; in that
+    partition, so one XREAD can block on it and the partition's outboxes together."""
+    prefix = outbox[: outbox.index("}:") + 2]
+    return f"{prefix}gateway:{process_id}:wake"
+
+
 def outbox_key(session_id: str, partitions: int) -> str:
     """The session's outbox stream. It lives in the session's partition, and runs bound to
     a session get ids in that same partition, so a hook's prompt is written to the outbox

@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from runtime import RunNotFound, Runtime, UsageError
-from runtime._keys import parse_token
+from runtime._keys import parse_token, session_meta_key
+from runtime.runtime import check_session_id
 
 from .errors import ApiError, ForbiddenHook
 
@@ -27,8 +28,7 @@ class Sessions:
         self.ttl_seconds = ttl_seconds
 
     def _meta_key(self, session: str) -> str:
-        outbox = self.rt.outbox_key(session)  # validates the id (UsageError)
-        return outbox[: -len("outbox")] + "meta"
+        return session_meta_key(check_session_id(session), self.rt.partitions)
 
     async def create(self) -> str:
         session = self.rt.new_session_id()

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from runtime import Runtime
+from runtime._keys import gateway_wake_key
 
 from ._tasks import cancel_and_wait
 
@@ -100,9 +101,9 @@ class Subscription:
 class _Partition:
     """The subscriptions of one partition and the task that reads their outboxes."""
 
-    def __init__(self, tailer: OutboxTailer, prefix: str) -> None:
+    def __init__(self, tailer: OutboxTailer, outbox: str) -> None:
         self.tailer = tailer
-        self.wake_key = f"{prefix}gateway:{tailer.process_id}:wake"
+        self.wake_key = gateway_wake_key(outbox, tailer.process_id)
         self._wake_key_b = self.wake_key.encode()
         # "0-0": an entry appended before our first read still counts as a wake (at most
         # one spurious wake-up; the stream holds one entry).
@@ -223,7 +224,7 @@ class OutboxTailer:
         prefix = key[: key.index("}:") + 2]  # "parley:{p:N}:", the outbox's hash tag
         part = self._partitions.get(prefix)
         if part is None:
-            part = self._partitions[prefix] = _Partition(self, prefix)
+            part = self._partitions[prefix] = _Partition(self, key)
         return part
 
     async def subscribe(self, session: str, after: str) -> Subscription:
