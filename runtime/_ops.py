@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from .errors import ParleyError, UsageError
-from .models import Event, HookInfo, RunInfo
+from .models import Event
 from .runtime import Runtime
 
 
@@ -61,7 +61,7 @@ async def _runs_list(rt: Runtime, args: argparse.Namespace) -> int:
         print("scanning runs...", file=sys.stderr, flush=True)
     runs = await rt.list_runs(args.status, limit=args.limit)
     if args.json:
-        _print_json([_run_dict(r) for r in runs])
+        _print_json([r.to_json() for r in runs])
     else:
         _table(
             ["RUN", "WORKFLOW", "STATUS", "CREATED", "SESSION"],
@@ -80,9 +80,9 @@ async def _runs_show(rt: Runtime, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(
             {
-                **_run_dict(run),
-                "events": [_event_dict(e) for e in events],
-                "pending_hooks": [_hook_dict(h) for h in pending],
+                **run.to_json(),
+                "events": [e.to_json() for e in events],
+                "pending_hooks": [h.to_json() for h in pending],
             }
         )
         return 0
@@ -116,7 +116,7 @@ async def _runs_cancel(rt: Runtime, args: argparse.Namespace) -> int:
 async def _hooks_list(rt: Runtime, args: argparse.Namespace) -> int:
     hooks = await rt.list_hooks()
     if args.json:
-        _print_json([_hook_dict(h) for h in hooks])
+        _print_json([h.to_json() for h in hooks])
     else:
         _table(
             ["TOKEN", "NAME", "EXPIRES", "SESSION"],
@@ -170,32 +170,3 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     if not rows:
         print("(none)")
-
-
-def _run_dict(run: RunInfo) -> dict[str, Any]:
-    return {
-        "run_id": run.run_id,
-        "workflow": run.workflow,
-        "status": run.status.value,
-        "result": run.result,
-        "error": run.error,
-        "session": run.session,
-        "created_at": run.created_at,
-    }
-
-
-def _hook_dict(hook: HookInfo) -> dict[str, Any]:
-    return {
-        "token": hook.token,
-        "run_id": hook.run_id,
-        "hook_id": hook.hook_id,
-        "name": hook.name,
-        "status": hook.status.value,
-        "expires_at": hook.expires_at,
-        "session": hook.session,
-        "prompt": hook.prompt,
-    }
-
-
-def _event_dict(event: Event) -> dict[str, Any]:
-    return {"id": event.id, "type": event.type, "data": event.data}

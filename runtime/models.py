@@ -50,6 +50,9 @@ class Event:
     def __repr__(self) -> str:
         return f"<Event {self.id} {self.type}>"
 
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "data": self.data}
+
 
 @dataclass(frozen=True, slots=True)
 class HookInfo:
@@ -67,6 +70,21 @@ class HookInfo:
     def __repr__(self) -> str:
         return f"<Hook {self.token} {self.status.value}>"
 
+    def to_json(self) -> dict[str, Any]:
+        """The shape the HTTP API and ``parley hooks --json`` print."""
+        return {
+            "token": self.token,
+            "run_id": self.run_id,
+            "hook_id": self.hook_id,
+            "name": self.name,
+            "status": self.status.value,
+            "step_id": self.step_id,
+            "expires_at": self.expires_at,
+            "session": self.session,
+            "prompt": self.prompt,
+            "schema": self.schema,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
@@ -81,3 +99,17 @@ class RunInfo:
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} {self.status.value}>"
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape the HTTP API and ``parley runs --json`` print."""
+        return {
+            "run_id": self.run_id,
+            "workflow": self.workflow,
+            "status": self.status.value,
+            "result": self.result,
+            "error": self.error,
+            "session": self.session,
+            "created_at": self.created_at,
+            "hooks": [h.to_json() for h in self.hooks],
+            "pending_hooks": [h.to_json() for h in self.hooks if h.status is HookStatus.PENDING],
+        }

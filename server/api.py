@@ -14,45 +14,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from runtime import Event, HookInfo, HookStatus, RunInfo, UsageError
+from runtime import HookStatus, UsageError
 
 from .errors import ApiError
 
 if TYPE_CHECKING:
     from .app import ServerContext
-
-
-def hook_json(hook: HookInfo) -> dict[str, Any]:
-    return {
-        "token": hook.token,
-        "run_id": hook.run_id,
-        "hook_id": hook.hook_id,
-        "name": hook.name,
-        "status": hook.status.value,
-        "step_id": hook.step_id,
-        "expires_at": hook.expires_at,
-        "session": hook.session,
-        "prompt": hook.prompt,
-        "schema": hook.schema,
-    }
-
-
-def run_json(run: RunInfo) -> dict[str, Any]:
-    return {
-        "run_id": run.run_id,
-        "workflow": run.workflow,
-        "status": run.status.value,
-        "result": run.result,
-        "error": run.error,
-        "session": run.session,
-        "created_at": run.created_at,
-        "hooks": [hook_json(h) for h in run.hooks],
-        "pending_hooks": [hook_json(h) for h in run.hooks if h.status is HookStatus.PENDING],
-    }
-
-
-def event_json(event: Event) -> dict[str, Any]:
-    return {"id": event.id, "type": event.type, "data": event.data}
 
 
 def ctx_of(request: Request) -> ServerContext:
@@ -165,14 +132,14 @@ async def start_run(request: Request) -> Response:
 async def get_run(request: Request) -> Response:
     ctx = require_api_key(request)
     info = await ctx.runtime.get_run(request.path_params["run_id"])
-    return _json(run_json(info))
+    return _json(info.to_json())
 
 
 async def run_events(request: Request) -> Response:
     ctx = require_api_key(request)
     run_id = request.path_params["run_id"]
     events = await ctx.runtime.events(run_id)
-    return _json({"run_id": run_id, "events": [event_json(e) for e in events]})
+    return _json({"run_id": run_id, "events": [e.to_json() for e in events]})
 
 
 async def cancel_run(request: Request) -> Response:
@@ -200,7 +167,7 @@ async def list_hooks(request: Request) -> Response:
     if run_id is None and status != "pending":
         raise UsageError("listing hooks of every run supports status=pending only; add run_id")
     hooks = await ctx.runtime.list_hooks(None if status == "all" else status, run_id=run_id)
-    return _json({"hooks": [hook_json(h) for h in hooks]})
+    return _json({"hooks": [h.to_json() for h in hooks]})
 
 
 async def answer_hook(request: Request) -> Response:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
@@ -28,17 +27,6 @@ FIRST_EXECUTION = [
 RESUME = ["before_step_reexecute", "after_step_completed", "after_final_event"]
 
 
-@pytest.fixture
-async def prt(redis_url: str) -> AsyncIterator[Runtime]:
-    async with Runtime(redis_url, partitions=PARTITIONS) as runtime:
-        yield runtime
-
-
-@pytest.fixture
-def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 def test_every_crash_point_is_covered() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
@@ -17,25 +16,7 @@ pytestmark = pytest.mark.e2e
 APP = "tests.apps.hitl_app"
 
 
-@pytest.fixture
-async def prt(redis_url: str) -> AsyncIterator[Runtime]:
-    async with Runtime(redis_url, partitions=PARTITIONS) as runtime:
-        yield runtime
 
-
-@pytest.fixture
-def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def workers() -> Iterator[list[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-    yield started
-    for proc in started:
-        proc.stop()
 
 
 async def _until_status(rt: Runtime, run_id: str, status: RunStatus, timeout: float = 15) -> None:
