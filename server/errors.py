@@ -8,8 +8,11 @@ A :class:`runtime.ParleyError` keeps its own ``code``; its HTTP status comes fro
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -27,6 +30,8 @@ from runtime import (
     UsageError,
     WorkflowNotFound,
 )
+
+log = logging.getLogger("parley.server")
 
 
 class ForbiddenHook(ParleyError):
@@ -95,4 +100,20 @@ async def handle_parley_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(parley_error_body(exc), status_of(exc))
 
 
-EXCEPTION_HANDLERS = {ApiError: handle_api_error, ParleyError: handle_parley_error}
+async def handle_store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    # Redis is down or restarting: say so (503, retry later) instead of a bare 500; the
+    # connection pool reconnects by itself once Redis is back.
+    log.error("Redis unavailable while serving %s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse(
+        error_body("store_unavailable", f"the store (Redis) is unavailable: {exc}; retry later"),
+        503,
+        headers={"Retry-After": "1"},
+    )
+
+
+EXCEPTION_HANDLERS = {
+    ApiError: handle_api_error,
+    ParleyError: handle_parley_error,
+    RedisConnectionError: handle_store_unavailable,
+    RedisTimeoutError: handle_store_unavailable,
+}
