@@ -46,6 +46,12 @@ def stats_key(partition: int) -> str:
     return partition_prefix(partition) + "stats"
 
 
+def waiting_sessions_key(partition: int) -> str:
+    """Hash session id -> number of its prompts still pending (0: field removed). A session's
+    outbox gets its retention TTL only when none is pending, whichever run ends."""
+    return partition_prefix(partition) + "waiting"
+
+
 def pending_hooks_key(partition: int) -> str:
     """Set of tokens of the pending hooks of the partition (for ``list_hooks``)."""
     return partition_prefix(partition) + "pending"

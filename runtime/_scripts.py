@@ -58,9 +58,15 @@ return {'ok', tostring(fence), rs[3], rs[4] or '',
 # ARGV: fence, now_ms, max_events, run_id, mode ('' | 'suspend' | 'finish'), last_id,
 #       finish_status, finish_value, retention_seconds, then ops (see ARITY).
 APPLY = """
+-- a session's outbox may expire only when none of its prompts is pending (across runs)
+local function unwait(waiting, sid, n)
+  local left = redis.call('HINCRBY', waiting, sid, -n)
+  if left <= 0 then redis.call('HDEL', waiting, sid) end
+  return left
+end
 local run = KEYS[1]
 if redis.call('HGET', run, 'fence') ~= ARGV[1] then return {'lost'} end
-local ARITY = {E = 2, C = 2, D = 1, H = 3, Z = 2, O = 1, F = 2, S = 0}
+local ARITY = {E = 2, C = 2, D = 1, H = 3, Z = 2, O = 1, P = 1, F = 2, S = 0}
 local n_events = 0
 local i = 10
 while i <= #ARGV do
@@ -74,9 +80,11 @@ local mode = ARGV[5]
 local external = redis.call('XRANGE', KEYS[2], '(' .. ARGV[6], '+')
 local refuse = mode == 'suspend' and #external > 0
 local session = redis.call('HGET', run, 'session')
+local prefix = string.gsub(KEYS[6], 'deadlines$', '')
+local waiting = prefix .. 'waiting'
 local outbox = nil
 if session and session ~= '' then
-  outbox = string.gsub(KEYS[6], 'deadlines$', '') .. 'session:' .. session .. ':outbox'
+  outbox = prefix .. 'session:' .. session .. ':outbox'
 end
 local last = ''
 i = 10
@@ -97,9 +105,12 @@ while i <= #ARGV do
   elseif op == 'Z' then
     redis.call('ZADD', KEYS[6], ARGV[i + 1], ARGV[i + 2])
   elseif op == 'O' then
+    if outbox then redis.call('XADD', outbox, 'MAXLEN', '~', 10000, '*', 'm', ARGV[i + 1]) end
+  elseif op == 'P' then
     if outbox then
       redis.call('XADD', outbox, 'MAXLEN', '~', 10000, '*', 'm', ARGV[i + 1])
       -- a pending prompt must stay visible however long the visitor takes
+      redis.call('HINCRBY', waiting, session, 1)
       redis.call('PERSIST', outbox)
     end
   elseif op == 'F' then
@@ -128,12 +139,14 @@ if mode == 'suspend' or mode == 'finish' then
       redis.call('HDEL', run, 'dl')
     end
     local hooks = redis.call('HGETALL', KEYS[4])
+    local closed = 0
     for j = 1, #hooks, 2 do
       local f, v = hooks[j], hooks[j + 1]
       if string.sub(v, 1, 1) == 'P' and not string.find(f, '!', 1, true) then
         redis.call('HSET', KEYS[4], f, 'C' .. string.sub(v, 2))
         redis.call('SREM', KEYS[7], ARGV[4] .. ':' .. f)
         redis.call('ZREM', KEYS[6], ARGV[4] .. '|h|' .. f)
+        closed = closed + 1
       end
     end
     -- retention: a finished run's keys expire together
@@ -141,7 +154,11 @@ if mode == 'suspend' or mode == 'finish' then
     redis.call('EXPIRE', run, ttl)
     redis.call('EXPIRE', KEYS[2], ttl)
     redis.call('EXPIRE', KEYS[4], ttl)
-    if outbox then redis.call('EXPIRE', outbox, ttl) end
+    if outbox then
+      local left = tonumber(redis.call('HGET', waiting, session) or '0')
+      if closed > 0 then left = unwait(waiting, session, closed) end
+      if left <= 0 then redis.call('EXPIRE', outbox, ttl) end
+    end
   end
 end
 return {'ok', last, external}
@@ -156,6 +173,12 @@ return {'ok', last, external}
 # ARGV: run_id, hook_id, payload_json, token, validated ('0'|'1'), max_events, event_data,
 #       payload digest (sha1 of the canonical JSON)
 RESUME = """
+-- a session's outbox may expire only when none of its prompts is pending (across runs)
+local function unwait(waiting, sid, n)
+  local left = redis.call('HINCRBY', waiting, sid, -n)
+  if left <= 0 then redis.call('HDEL', waiting, sid) end
+  return left
+end
 local v = redis.call('HGET', KEYS[3], ARGV[2])
 if not v then
   if redis.call('EXISTS', KEYS[1]) == 0 then return {'no_run'} end
@@ -182,8 +205,10 @@ redis.call('HINCRBY', KEYS[1], 'nev', 1)
 redis.call('SREM', KEYS[6], ARGV[4])
 redis.call('ZREM', KEYS[5], ARGV[1] .. '|h|' .. ARGV[2])
 if rs[3] and rs[3] ~= '' then
+  local prefix = string.gsub(KEYS[5], 'deadlines$', '')
+  unwait(prefix .. 'waiting', rs[3], 1)
   -- every page of the session learns the prompt was answered, in the same atomic step
-  redis.call('XADD', string.gsub(KEYS[5], 'deadlines$', '') .. 'session:' .. rs[3] .. ':outbox',
+  redis.call('XADD', prefix .. 'session:' .. rs[3] .. ':outbox',
     'MAXLEN', '~', 10000, '*', 'm', '{"type":"answered","run_id":"' .. ARGV[1] .. '","token":"'
     .. ARGV[4] .. '","payload":' .. ARGV[3] .. '}')
 end
@@ -203,6 +228,12 @@ return {'ok'}
 # retry backoff). ARGV: now_ms, limit, partition prefix.
 # Returns {popped, earliest pending score or '', {lateness ms of each fired deadline}}.
 FIRE_DUE = """
+-- a session's outbox may expire only when none of its prompts is pending (across runs)
+local function unwait(waiting, sid, n)
+  local left = redis.call('HINCRBY', waiting, sid, -n)
+  if left <= 0 then redis.call('HDEL', waiting, sid) end
+  return left
+end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]),
   'WITHSCORES')
 local fired = 0
@@ -229,6 +260,7 @@ for j = 1, #due, 2 do
           '{"hook_id":"' .. id .. '"}')
         redis.call('HINCRBY', run, 'nev', 1)
         if rs[2] and rs[2] ~= '' then
+          unwait(ARGV[3] .. 'waiting', rs[2], 1)
           redis.call('XADD', ARGV[3] .. 'session:' .. rs[2] .. ':outbox', 'MAXLEN', '~', 10000,
             '*', 'm',
             '{"type":"expired","run_id":"' .. run_id .. '","token":"' .. run_id .. ':' .. id
@@ -263,6 +295,12 @@ return {#due / 2, nxt[2] or '', lateness}
 # flip to C here, so a later answer is rejected and a later deadline is a no-op).
 # ARGV: run_id, event_data, now_ms, retention_seconds
 CANCEL = """
+-- a session's outbox may expire only when none of its prompts is pending (across runs)
+local function unwait(waiting, sid, n)
+  local left = redis.call('HINCRBY', waiting, sid, -n)
+  if left <= 0 then redis.call('HDEL', waiting, sid) end
+  return left
+end
 local run = KEYS[1]
 local rs = redis.call('HMGET', run, 'status', 'msg', 'dl', 'session')
 local s = rs[1]
@@ -279,12 +317,14 @@ if rs[2] then
 end
 if rs[3] then redis.call('ZREM', KEYS[6], rs[3]) end
 local hooks = redis.call('HGETALL', KEYS[3])
+local closed = 0
 for j = 1, #hooks, 2 do
   local f, v = hooks[j], hooks[j + 1]
   if string.sub(v, 1, 1) == 'P' and not string.find(f, '!', 1, true) then
     redis.call('HSET', KEYS[3], f, 'C' .. string.sub(v, 2))
     redis.call('SREM', KEYS[7], ARGV[1] .. ':' .. f)
     redis.call('ZREM', KEYS[6], ARGV[1] .. '|h|' .. f)
+    closed = closed + 1
   end
 end
 redis.call('DEL', KEYS[4])
@@ -295,10 +335,13 @@ redis.call('EXPIRE', run, ttl)
 redis.call('EXPIRE', KEYS[2], ttl)
 redis.call('EXPIRE', KEYS[3], ttl)
 if rs[4] and rs[4] ~= '' then
-  local outbox = string.gsub(KEYS[6], 'deadlines$', '') .. 'session:' .. rs[4] .. ':outbox'
+  local prefix = string.gsub(KEYS[6], 'deadlines$', '')
+  local outbox = prefix .. 'session:' .. rs[4] .. ':outbox'
   redis.call('XADD', outbox, 'MAXLEN', '~', 10000, '*', 'm',
     '{"type":"status","status":"cancelled","run_id":"' .. ARGV[1] .. '"}')
-  redis.call('EXPIRE', outbox, ttl)
+  local left = tonumber(redis.call('HGET', prefix .. 'waiting', rs[4]) or '0')
+  if closed > 0 then left = unwait(prefix .. 'waiting', rs[4], closed) end
+  if left <= 0 then redis.call('EXPIRE', outbox, ttl) end
 end
 return {'ok'}
 """

@@ -218,7 +218,7 @@ def _create_hook(
         execution.op("Z", expires_ms, f"{execution.run_id}|h|{hook_id}")
     if execution.session:
         execution.op(
-            "O",
+            "P",  # a prompt: keeps the session's outbox from expiring while it is pending
             dumps(
                 {
                     "type": "prompt",

@@ -93,3 +93,22 @@ async def test_finished_runs_expire_and_suspended_runs_do_not(redis_url: str) ->
             await asyncio.sleep(0.1)
         assert await rt.redis.ttl(run_keys(waiting, rt.partitions).run) == -1  # never expires
         assert (await rt.get_run(waiting)).status is RunStatus.SUSPENDED
+
+
+async def test_a_session_outbox_expires_only_when_no_prompt_is_pending(redis_url: str) -> None:
+    async with Runtime(redis_url, partitions=2, retention="1h") as rt:
+        worker = Worker(rt)
+        session = Runtime.new_session_id()
+        first = await rt.start(ops_wf, session=session)
+        second = await rt.start(ops_wf, session=session)
+        await worker.drain()
+        hooks = {h.run_id: h for h in await rt.list_hooks()}
+        await rt.resume_hook(hooks[first].token, "done")
+        await worker.drain()
+        assert await rt.wait(first, timeout=5) == "done"
+        # the first run finished, but the second's prompt is still pending: no TTL
+        assert await rt.redis.ttl(rt.outbox_key(session)) == -1
+        await rt.cancel(second)
+        ttl = await rt.redis.ttl(rt.outbox_key(session))
+        assert 3500 < ttl <= 3600  # nothing pending any more: retention applies
+        assert await rt.redis.hlen(f"parley:{{p:{run_keys(second, 2).partition}}}:waiting") == 0
