@@ -19,6 +19,7 @@ from tests.processes import PARTITIONS, ROOT, WorkerProcess
 
 API_KEY = "e2e-key-7f3a9c"
 APP = "examples.support_agent"
+SECOND_APP = "examples.langchain_agent"  # the /langchain demo (the dev extras install it)
 
 
 def free_port() -> int:
@@ -46,11 +47,13 @@ class Stack:
 
     def start_server(self) -> None:
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "server", "--app", APP, "--redis", self.redis_url,
+            [sys.executable, "-m", "runtime.cli", "server", "--app", APP, "--app", SECOND_APP,
+             "--redis", self.redis_url,
              "--partitions", str(PARTITIONS), "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "WARNING"],
             cwd=ROOT,
-            env={**os.environ, **self.env, "PARLEY_API_KEY": API_KEY},
+            env={**os.environ, **self.env, "PARLEY_API_KEY": API_KEY,
+                 "PARLEY_CHAT_WORKFLOWS": "langchain_agent"},
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
         )
@@ -79,7 +82,9 @@ class Stack:
         raise RuntimeError(f"server did not become healthy; log:\n{self.log()}")
 
     def start_worker(self) -> WorkerProcess:
-        worker = WorkerProcess(self.redis_url, APP, lease=2.0, extra_env=self.env)
+        worker = WorkerProcess(
+            self.redis_url, APP, lease=2.0, extra_env=self.env, extra_args=("--app", SECOND_APP)
+        )
         self.workers.append(worker)
         return worker
 

@@ -134,3 +134,17 @@ def test_free_text_prompt_and_connection_drop(page: Page, stack: Stack) -> None:
     answer_box.press("Enter")
     expect(page.get_by_text("Thanks! For ada@example.org")).to_contain_text(FINAL)
     expect(page.get_by_text("You answered: ada@example.org")).to_be_visible()
+
+
+def test_the_langchain_demo_page(page: Page, stack: Stack) -> None:
+    page.goto(stack.url + "/langchain")
+    expect(page.get_by_role("status").filter(has_text="Connected")).to_be_visible()
+    box = page.get_by_label("Your message")
+    box.fill("where is my order 1234?")
+    box.press("Enter")
+    choices = page.get_by_role("group", name="Refund or reship?")
+    expect(choices.get_by_role("button")).to_have_text(["refund", "reship"])
+    choices.get_by_role("button", name="refund").click()
+    expect(page.get_by_text("Done: refund for order A-100.")).to_be_visible()
+    expect(page.get_by_text("Let me look that order up.")).to_have_count(1)  # not re-streamed
+    screenshot(page, "chat-langchain")
