@@ -7,7 +7,7 @@ import functools
 import hashlib
 import os
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -57,6 +57,23 @@ class Limits:
     max_events: int = 10_000  # events in one run's log
 
 
+class _Connect:
+    """``await Runtime.connect(url, **options)`` builds and connects a runtime (the design's
+    ``connect(url)``); ``await rt.connect()`` connects an existing one (idempotent). Either
+    way, ``await rt.close()`` — or use ``async with Runtime(url) as rt``."""
+
+    def __get__(
+        self, runtime: Runtime | None, owner: type[Runtime]
+    ) -> Callable[..., Awaitable[Runtime]]:
+        if runtime is not None:
+            return runtime._connect
+
+        async def connect_new(redis_url: str | None = None, **options: Any) -> Runtime:
+            return await owner(redis_url, **options)._connect()
+
+        return connect_new
+
+
 class Runtime(Inspection):
     """A connection to a Parley store.
 
@@ -91,7 +108,9 @@ class Runtime(Inspection):
         return f"<Runtime {self.url} partitions={self.partitions}>"
 
     # connection ------------------------------------------------------------------------
-    async def connect(self) -> Runtime:
+    connect = _Connect()
+
+    async def _connect(self) -> Runtime:
         if self._redis is None:
             self._redis = _redis.connect(self.url)
             self._scripts = _redis.Scripts(self._redis, cluster=self.is_cluster)

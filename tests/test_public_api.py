@@ -49,3 +49,13 @@ def test_runtime_signature_matches_the_contract() -> None:
     hook_params = list(inspect.signature(runtime.step_hook).parameters)
     assert hook_params[:5] == ["name", "timeout", "on_created", "schema", "on_timeout"]
     assert inspect.signature(runtime.step_hook).parameters["on_timeout"].default == "raise"
+
+
+async def test_connect_as_in_the_design(redis_url: str) -> None:
+    rt = await runtime.Runtime.connect(redis_url, partitions=2)
+    try:
+        assert rt.partitions == 2
+        assert await rt.connect() is rt  # idempotent on an instance
+        assert await rt.list_hooks() == []
+    finally:
+        await rt.close()
