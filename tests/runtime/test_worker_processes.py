@@ -136,8 +136,12 @@ async def test_three_workers_share_runs_and_survive_a_kill(
     assert results == [n * 2 for n in range(300)]
     executions = [int(sync_redis.get(f"test:exec:{r}") or 0) for r in run_ids]
     assert all(e >= 1 for e in executions)
-    # only runs the killed worker was executing may have run their step twice
-    assert sum(e - 1 for e in executions) <= concurrency
+    # Only runs the killed worker was executing may have run their step twice — plus, on
+    # a starved machine, runs whose live worker let its lease lapse: each such one is
+    # refused at its next write and logged as lease_lost, so it is counted here.
+    logs = "\n".join(w.log() for w in workers if w.proc.poll() is None)
+    lapsed = logs.count("lease_lost")
+    assert sum(e - 1 for e in executions) <= concurrency + lapsed, logs[-6000:]
     for run_id in run_ids:
         types = _event_types(await prt.events(run_id))
         assert types.count("workflow.completed") == 1
