@@ -91,6 +91,10 @@ async def test_timeouts_and_cancel_on_cluster(crt: Runtime) -> None:
         await crt.cancel(cancelled)
     assert (await crt.get_run(cancelled)).status is RunStatus.CANCELLED
     assert await crt.list_hooks() == []
+    # operator views scan every node
+    assert {r.run_id for r in await crt.list_runs()} == {timed, cancelled}
+    stats = await crt.stats()
+    assert (stats["started"], stats["completed"], stats["cancelled"]) == (2, 1, 1)
 
 
 async def test_crash_recovery_on_cluster(crt: Runtime, cluster: RedisCluster) -> None:
