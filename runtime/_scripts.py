@@ -13,6 +13,36 @@ answer's digest is kept under ``<hook_id>!p`` to tell a duplicate from a conflic
 
 from __future__ import annotations
 
+# Lua functions shared by several scripts (each script is sent whole, so they are
+# prepended to the scripts that use them).
+_UNWAIT = """
+-- a session's outbox may expire only when none of its prompts is pending (across runs)
+local function unwait(waiting, sid, n)
+  local left = redis.call('HINCRBY', waiting, sid, -n)
+  if left <= 0 then redis.call('HDEL', waiting, sid) end
+  return left
+end
+"""
+
+_CLOSE_PENDING_HOOKS = """
+-- Close (C) every pending hook of a run, with its pending-index entry and its deadline, so
+-- nothing of them outlives the run. Returns how many were closed.
+local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id)
+  local hooks = redis.call('HGETALL', hooks_key)
+  local closed = 0
+  for j = 1, #hooks, 2 do
+    local f, v = hooks[j], hooks[j + 1]
+    if string.sub(v, 1, 1) == 'P' and not string.find(f, '!', 1, true) then
+      redis.call('HSET', hooks_key, f, 'C' .. string.sub(v, 2))
+      redis.call('SREM', pending_key, run_id .. ':' .. f)
+      redis.call('ZREM', deadlines_key, run_id .. '|h|' .. f)
+      closed = closed + 1
+    end
+  end
+  return closed
+end
+"""
+
 # Take the run's lease for one execution and load everything replay needs in the same
 # round trip. Race closed: two workers handed the same run (a reclaimed task whose first
 # consumer is merely slow, or a duplicate task) — only one gets a live lease; the fence
@@ -57,13 +87,7 @@ return {'ok', tostring(fence), rs[3], rs[4] or '',
 #    so the task is either still pending (replayed) or the suspension is fully recorded.
 # ARGV: fence, now_ms, max_events, run_id, mode ('' | 'suspend' | 'finish'), last_id,
 #       finish_status, finish_value, retention_seconds, then ops (see ARITY).
-APPLY = """
--- a session's outbox may expire only when none of its prompts is pending (across runs)
-local function unwait(waiting, sid, n)
-  local left = redis.call('HINCRBY', waiting, sid, -n)
-  if left <= 0 then redis.call('HDEL', waiting, sid) end
-  return left
-end
+APPLY = _UNWAIT + _CLOSE_PENDING_HOOKS + """
 local run = KEYS[1]
 if redis.call('HGET', run, 'fence') ~= ARGV[1] then return {'lost'} end
 local ARITY = {E = 2, C = 2, D = 1, H = 3, Z = 2, O = 1, P = 1, F = 2, S = 0}
@@ -138,17 +162,7 @@ if mode == 'suspend' or mode == 'finish' then
       redis.call('ZREM', KEYS[6], dl)
       redis.call('HDEL', run, 'dl')
     end
-    local hooks = redis.call('HGETALL', KEYS[4])
-    local closed = 0
-    for j = 1, #hooks, 2 do
-      local f, v = hooks[j], hooks[j + 1]
-      if string.sub(v, 1, 1) == 'P' and not string.find(f, '!', 1, true) then
-        redis.call('HSET', KEYS[4], f, 'C' .. string.sub(v, 2))
-        redis.call('SREM', KEYS[7], ARGV[4] .. ':' .. f)
-        redis.call('ZREM', KEYS[6], ARGV[4] .. '|h|' .. f)
-        closed = closed + 1
-      end
-    end
+    local closed = close_pending_hooks(KEYS[4], KEYS[7], KEYS[6], ARGV[4])
     -- retention: a finished run's keys expire together
     local ttl = tonumber(ARGV[9])
     redis.call('EXPIRE', run, ttl)
@@ -172,13 +186,7 @@ return {'ok', last, external}
 #  - duplicate answers: the first one flips the hook to R; later ones compare digests.
 # ARGV: run_id, hook_id, payload_json, token, validated ('0'|'1'), max_events, event_data,
 #       payload digest (sha1 of the canonical JSON)
-RESUME = """
--- a session's outbox may expire only when none of its prompts is pending (across runs)
-local function unwait(waiting, sid, n)
-  local left = redis.call('HINCRBY', waiting, sid, -n)
-  if left <= 0 then redis.call('HDEL', waiting, sid) end
-  return left
-end
+RESUME = _UNWAIT + """
 local v = redis.call('HGET', KEYS[3], ARGV[2])
 if not v then
   if redis.call('EXISTS', KEYS[1]) == 0 then return {'no_run'} end
@@ -227,13 +235,7 @@ return {'ok'}
 # Members are "<run_id>|h|<hook_id>" (hook timeout) or "<run_id>|t|<timer_id>" (sleep,
 # retry backoff). ARGV: now_ms, limit, partition prefix.
 # Returns {popped, earliest pending score or '', {lateness ms of each fired deadline}}.
-FIRE_DUE = """
--- a session's outbox may expire only when none of its prompts is pending (across runs)
-local function unwait(waiting, sid, n)
-  local left = redis.call('HINCRBY', waiting, sid, -n)
-  if left <= 0 then redis.call('HDEL', waiting, sid) end
-  return left
-end
+FIRE_DUE = _UNWAIT + """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]),
   'WITHSCORES')
 local fired = 0
@@ -294,13 +296,7 @@ return {#due / 2, nxt[2] or '', lateness}
 # worker's next write is refused and it stops); cancel vs. an answer or a deadline (hooks
 # flip to C here, so a later answer is rejected and a later deadline is a no-op).
 # ARGV: run_id, event_data, now_ms, retention_seconds
-CANCEL = """
--- a session's outbox may expire only when none of its prompts is pending (across runs)
-local function unwait(waiting, sid, n)
-  local left = redis.call('HINCRBY', waiting, sid, -n)
-  if left <= 0 then redis.call('HDEL', waiting, sid) end
-  return left
-end
+CANCEL = _UNWAIT + _CLOSE_PENDING_HOOKS + """
 local run = KEYS[1]
 local rs = redis.call('HMGET', run, 'status', 'msg', 'dl', 'session')
 local s = rs[1]
@@ -316,17 +312,7 @@ if rs[2] then
   redis.call('XDEL', KEYS[5], rs[2])
 end
 if rs[3] then redis.call('ZREM', KEYS[6], rs[3]) end
-local hooks = redis.call('HGETALL', KEYS[3])
-local closed = 0
-for j = 1, #hooks, 2 do
-  local f, v = hooks[j], hooks[j + 1]
-  if string.sub(v, 1, 1) == 'P' and not string.find(f, '!', 1, true) then
-    redis.call('HSET', KEYS[3], f, 'C' .. string.sub(v, 2))
-    redis.call('SREM', KEYS[7], ARGV[1] .. ':' .. f)
-    redis.call('ZREM', KEYS[6], ARGV[1] .. '|h|' .. f)
-    closed = closed + 1
-  end
-end
+local closed = close_pending_hooks(KEYS[3], KEYS[7], KEYS[6], ARGV[1])
 redis.call('DEL', KEYS[4])
 redis.call('XADD', KEYS[2], '*', 't', 'workflow.cancelled', 'd', ARGV[2])
 redis.call('HINCRBY', run, 'nev', 1)
