@@ -87,7 +87,10 @@ return {'ok', tostring(fence), rs[3], rs[4] or '',
 #    so the task is either still pending (replayed) or the suspension is fully recorded.
 # ARGV: fence, now_ms, max_events, run_id, mode ('' | 'suspend' | 'finish'), last_id,
 #       finish_status, finish_value, retention_seconds, then ops (see ARITY).
-APPLY = _UNWAIT + _CLOSE_PENDING_HOOKS + """
+APPLY = (
+    _UNWAIT
+    + _CLOSE_PENDING_HOOKS
+    + """
 local run = KEYS[1]
 if redis.call('HGET', run, 'fence') ~= ARGV[1] then return {'lost'} end
 local ARITY = {E = 2, C = 2, D = 1, H = 3, Z = 2, O = 1, P = 1, F = 2, S = 0}
@@ -177,6 +180,7 @@ if mode == 'suspend' or mode == 'finish' then
 end
 return {'ok', last, external}
 """
+)
 
 # Deliver an answer. Races closed:
 #  - answer vs. deadline: both check the hook is still pending inside one script, so
@@ -186,7 +190,9 @@ return {'ok', last, external}
 #  - duplicate answers: the first one flips the hook to R; later ones compare digests.
 # ARGV: run_id, hook_id, payload_json, token, validated ('0'|'1'), max_events, event_data,
 #       payload digest (sha1 of the canonical JSON)
-RESUME = _UNWAIT + """
+RESUME = (
+    _UNWAIT
+    + """
 local v = redis.call('HGET', KEYS[3], ARGV[2])
 if not v then
   if redis.call('EXISTS', KEYS[1]) == 0 then return {'no_run'} end
@@ -201,7 +207,7 @@ if st == 'R' then
 end
 if st == 'E' then return {'expired'} end
 if st == 'C' then return {'cancelled'} end
-local rs = redis.call('HMGET', KEYS[1], 'status', 'nev', 'session')
+local rs = redis.call('HMGET', KEYS[1], 'status', 'nev', 'session', 'wf')
 local s = rs[1]
 if s == 'completed' or s == 'failed' or s == 'cancelled' then return {'finished', s} end
 if string.sub(v, 2, 2) == 'S' and ARGV[5] ~= '1' then return {'schema', v} end
@@ -223,10 +229,11 @@ end
 if s == 'suspended' then
   redis.call('HSET', KEYS[1], 'status', 'pending')
   redis.call('HINCRBY', KEYS[7], 'suspended', -1)
-  redis.call('XADD', KEYS[4], '*', 'r', ARGV[1])
+  redis.call('XADD', KEYS[4], '*', 'r', ARGV[1], 'w', rs[4])
 end
 return {'ok'}
 """
+)
 
 # Fire due deadlines of one partition. Races closed: two workers' timer loops firing the
 # same deadline (ZREM inside the script: exactly one pops it); a deadline vs. an answer
@@ -235,7 +242,9 @@ return {'ok'}
 # Members are "<run_id>|h|<hook_id>" (hook timeout) or "<run_id>|t|<timer_id>" (sleep,
 # retry backoff). ARGV: now_ms, limit, partition prefix.
 # Returns {popped, earliest pending score or '', {lateness ms of each fired deadline}}.
-FIRE_DUE = _UNWAIT + """
+FIRE_DUE = (
+    _UNWAIT
+    + """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]),
   'WITHSCORES')
 local fired = 0
@@ -248,7 +257,7 @@ for j = 1, #due, 2 do
   local kind = string.sub(m, bar + 1, bar + 1)
   local id = string.sub(m, bar + 3)
   local run = ARGV[3] .. 'run:' .. run_id
-  local rs = redis.call('HMGET', run, 'status', 'session')
+  local rs = redis.call('HMGET', run, 'status', 'session', 'wf')
   local s = rs[1]
   if s and s ~= 'completed' and s ~= 'failed' and s ~= 'cancelled' then
     local wake = false
@@ -280,7 +289,7 @@ for j = 1, #due, 2 do
     if wake and s == 'suspended' then
       redis.call('HSET', run, 'status', 'pending')
       redis.call('HINCRBY', KEYS[4], 'suspended', -1)
-      redis.call('XADD', KEYS[2], '*', 'r', run_id)
+      redis.call('XADD', KEYS[2], '*', 'r', run_id, 'w', rs[3])
     end
     if wake then
       fired = fired + 1
@@ -291,12 +300,16 @@ end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {#due / 2, nxt[2] or '', lateness}
 """
+)
 
 # Cancel a run. Races closed: cancel vs. a running execution (the fence moves, so the
 # worker's next write is refused and it stops); cancel vs. an answer or a deadline (hooks
 # flip to C here, so a later answer is rejected and a later deadline is a no-op).
 # ARGV: run_id, event_data, now_ms, retention_seconds
-CANCEL = _UNWAIT + _CLOSE_PENDING_HOOKS + """
+CANCEL = (
+    _UNWAIT
+    + _CLOSE_PENDING_HOOKS
+    + """
 local run = KEYS[1]
 local rs = redis.call('HMGET', run, 'status', 'msg', 'dl', 'session')
 local s = rs[1]
@@ -331,6 +344,7 @@ if rs[4] and rs[4] ~= '' then
 end
 return {'ok'}
 """
+)
 
 # Extend the lease of a long execution and reset its task's idle time, so XAUTOCLAIM does
 # not hand a live worker's run to another worker. Race closed: a heartbeat from a worker
@@ -353,7 +367,7 @@ redis.call('HSET', KEYS[1], 'status', 'pending', 'wf', ARGV[2], 'created', ARGV[
   'fence', 0, 'nev', 1)
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'session', ARGV[3]) end
 redis.call('XADD', KEYS[2], '*', 't', 'workflow.started', 'd', ARGV[5])
-redis.call('XADD', KEYS[3], '*', 'r', ARGV[1])
+redis.call('XADD', KEYS[3], '*', 'r', ARGV[1], 'w', ARGV[2])
 redis.call('HINCRBY', KEYS[4], 'started', 1)
 return 1
 """

@@ -43,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--concurrency", type=int, default=64)
     worker.add_argument(
+        "--workflow",
+        action="append",
+        help="execute only this workflow (repeatable; default: every one the apps register)",
+    )
+    worker.add_argument(
         "--lease", type=float, default=30.0, help="lease / visibility timeout, seconds"
     )
     worker.add_argument(
@@ -68,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _run_worker(args: argparse.Namespace) -> None:
     runtime = Runtime(args.redis, partitions=args.partitions, lease_seconds=args.lease)
-    worker = Worker(runtime, app=args.app, concurrency=args.concurrency)
+    worker = Worker(runtime, app=args.app, concurrency=args.concurrency, workflows=args.workflow)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.stop)

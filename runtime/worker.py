@@ -65,8 +65,17 @@ class Worker:
         block_seconds: float = 1.0,
         timer_tick: float = 0.05,
         visibility_timeout: float | None = None,
+        workflows: Iterable[str] | None = None,
+        hand_back_delay: float = 1.0,
     ) -> None:
         import_apps(app)
+        # The workflows this worker executes (default: all registered in this process).
+        # Tasks of others are handed back to the group — for routing workflows to worker
+        # pools, and for rolling deploys where only some workers know a new workflow.
+        self.workflows = None if workflows is None else frozenset(workflows)
+        self.hand_back_delay = hand_back_delay
+        self.handed_back = 0  # tasks given back because this worker does not run them
+        self._draining = False
         self.runtime = runtime
         self.concurrency = concurrency
         self.consumer = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
@@ -137,6 +146,7 @@ class Worker:
 
     # loops -----------------------------------------------------------------------------
     async def _drain(self) -> None:
+        self._draining = True
         groups: list[dict[Any, Any]] = (
             [{stream: ">"} for stream in self._streams]
             if self.runtime.is_cluster
@@ -289,6 +299,11 @@ class Worker:
         for _stream, messages in reply or []:
             for msg_id, fields in messages:
                 run_id = fields[b"r"].decode()
+                workflow = fields.get(b"w", b"").decode()
+                if not self._executes(workflow):
+                    if not self._draining:  # (a drain would read it back at once)
+                        self._spawn_hand_back(_stream, msg_id, run_id, workflow)
+                    continue
                 if run_id in self._running:
                     # Executing it already (e.g. an answer enqueued it just as its
                     # suspension committed): run it when this execution ends rather than
@@ -296,6 +311,40 @@ class Worker:
                     self._deferred.setdefault(run_id, []).append(msg_id.decode())
                     continue
                 self._spawn(run_id, msg_id.decode())
+
+    def _executes(self, workflow: str) -> bool:
+        if not workflow:
+            return True  # a task without the name: decided after the claim
+        if self.workflows is not None and workflow not in self.workflows:
+            return False
+        try:
+            get_workflow(workflow)
+        except WorkflowNotFound:
+            return False
+        return True
+
+    def _spawn_hand_back(self, stream: Any, msg_id: Any, run_id: str, workflow: str) -> None:
+        task = asyncio.create_task(self._hand_back(stream, msg_id, run_id, workflow))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _hand_back(self, stream: Any, msg_id: Any, run_id: str, workflow: str) -> None:
+        """Give a task this worker cannot run back to the group without touching the run
+        (no lease taken): a new message for any worker, this one acknowledged. After a
+        delay, so workers that all lack the workflow do not spin on it."""
+        log.error(
+            "workflow %r is not executed by this worker; handing the task back",
+            workflow,
+            extra={"run_id": run_id, "worker": self.consumer},
+        )
+        await asyncio.sleep(self.hand_back_delay)
+        self.handed_back += 1
+        # One key (the partition's task stream): atomic, and single-slot on a cluster.
+        async with self.runtime.redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(stream, {"r": run_id, "w": workflow})
+            pipe.xack(stream, GROUP, msg_id)
+            pipe.xdel(stream, msg_id)
+            await pipe.execute()
 
     def _spawn(self, run_id: str, msg_id: str, delay: float = 0.0) -> None:
         task = asyncio.create_task(self._execute(run_id, msg_id, delay))

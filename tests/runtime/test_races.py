@@ -166,3 +166,32 @@ async def test_cancel_stops_a_running_step_at_the_next_heartbeat(backend_url: st
                 await asyncio.sleep(0.02)
         assert (await rt.get_run(run_id)).status is RunStatus.CANCELLED
         assert "step.completed" not in [e.type for e in await rt.events(run_id)]
+
+
+@workflow(name="routed_wf")
+async def routed_wf() -> str:
+    return "ran"
+
+
+async def test_a_worker_hands_back_tasks_of_workflows_it_does_not_run(rt: Runtime) -> None:
+    # e.g. a rolling deploy: only some workers know a new workflow. The others must not
+    # take its lease or sit on its task until the visibility timeout.
+    other_pool = Worker(rt, workflows={"something_else"}, hand_back_delay=0.01)
+    run_id = await rt.start(routed_wf)
+    async with running(other_pool):
+        deadline = time.monotonic() + 5
+        while other_pool.handed_back < 2:
+            assert time.monotonic() < deadline, "the task was not handed back"
+            await asyncio.sleep(0.01)
+        run = await rt.redis.hmget(f"parley:{{p:{_partition(rt, run_id)}}}:run:{run_id}",
+                                   "status", "fence")
+        assert run == [b"pending", b"0"]  # never claimed
+        capable = Worker(rt)  # the default lease is 30 s: this must not wait for it
+        async with running(capable):
+            assert await rt.wait(run_id, timeout=5) == "ran"
+
+
+def _partition(rt: Runtime, run_id: str) -> int:
+    from runtime._keys import partition_of
+
+    return partition_of(run_id, rt.partitions)
