@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ._codec import Duration, parse_duration
@@ -145,3 +147,13 @@ def step(
         return run_step
 
     return wrap(fn) if fn is not None else wrap
+
+
+def import_apps(app: str | ModuleType | Iterable[str | ModuleType] | None) -> None:
+    """Import the module(s) whose ``@workflow`` definitions this worker executes."""
+    if app is None:
+        return
+    apps = [app] if isinstance(app, str | ModuleType) else list(app)
+    for item in apps:
+        if isinstance(item, str):
+            importlib.import_module(item)

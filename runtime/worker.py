@@ -9,7 +9,6 @@ four, whatever the number of runs.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import os
 import secrets
@@ -22,6 +21,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _redis
+from ._backoff import Backoff
 from ._batch import Script
 from ._execution import Abort, Execution, Interrupted, now_ms
 from ._keys import (
@@ -36,22 +36,12 @@ from ._keys import (
 from ._replay import parse_stream_entries
 from .errors import LeaseLost, WorkflowNotFound
 from .metrics import Metrics
-from .registry import get_workflow, registered_workflows
+from .registry import get_workflow, import_apps, registered_workflows
 from .runtime import Runtime
 
 log = logging.getLogger("parley.worker")
 
 _OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
-
-
-def import_apps(app: str | ModuleType | Iterable[str | ModuleType] | None) -> None:
-    """Import the module(s) whose ``@workflow`` definitions this worker executes."""
-    if app is None:
-        return
-    apps = [app] if isinstance(app, str | ModuleType) else list(app)
-    for item in apps:
-        if isinstance(item, str):
-            importlib.import_module(item)
 
 
 class Worker:
@@ -164,7 +154,7 @@ class Worker:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _task_loop(self, streams: dict[Any, Any]) -> None:
-        backoff = _Backoff("task loop")
+        backoff = Backoff("task loop")
         while not self._stopping.is_set():
             free = self.concurrency - len(self._tasks)
             if free <= 0:
@@ -181,7 +171,7 @@ class Worker:
             self._dispatch(reply)
 
     async def _timer_loop(self) -> None:
-        backoff = _Backoff("deadline loop")
+        backoff = Backoff("deadline loop")
         while not self._stopping.is_set():
             try:
                 next_due = await self.fire_due()
@@ -219,7 +209,7 @@ class Worker:
                 return min(dues) if dues else None
 
     async def _reclaim_loop(self) -> None:
-        backoff = _Backoff("reclaim loop")
+        backoff = Backoff("reclaim loop")
         while not self._stopping.is_set():
             await asyncio.sleep(self.visibility_ms / 2000)
             try:
@@ -250,7 +240,7 @@ class Worker:
         return reclaimed
 
     async def _heartbeat_loop(self) -> None:
-        backoff = _Backoff("heartbeat loop")
+        backoff = Backoff("heartbeat loop")
         while not self._stopping.is_set():
             await asyncio.sleep(self.runtime.lease_ms / 3000)
             executions = list(self._running.values())
@@ -407,22 +397,3 @@ class Worker:
             log.error("Redis unavailable (%s); the task will be retried", exc, extra=ctx)
         except Exception:
             log.exception("execution crashed; the task will be retried", extra=ctx)
-
-
-class _Backoff:
-    """Exponential backoff for a loop while Redis is unreachable; logs the outage once."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.delay = 0.0
-
-    async def wait(self, exc: BaseException) -> None:
-        if self.delay == 0.0:
-            log.error("%s: Redis unavailable (%s); retrying with backoff", self.what, exc)
-        self.delay = min(max(self.delay * 2, 0.05), 2.0)
-        await asyncio.sleep(self.delay)
-
-    def reset(self) -> None:
-        if self.delay:
-            log.warning("%s: Redis reachable again", self.what)
-        self.delay = 0.0

@@ -1,0 +1,27 @@
+"""Riding out a Redis outage in a background loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+log = logging.getLogger("parley.worker")
+
+
+class Backoff:
+    """Exponential backoff for a loop while Redis is unreachable; logs the outage once."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.delay = 0.0
+
+    async def wait(self, exc: BaseException) -> None:
+        if self.delay == 0.0:
+            log.error("%s: Redis unavailable (%s); retrying with backoff", self.what, exc)
+        self.delay = min(max(self.delay * 2, 0.05), 2.0)
+        await asyncio.sleep(self.delay)
+
+    def reset(self) -> None:
+        if self.delay:
+            log.warning("%s: Redis reachable again", self.what)
+        self.delay = 0.0
