@@ -3,6 +3,7 @@ observer), bounded concurrency, condition waits, percentiles and the report tabl
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import math
 import os
@@ -17,8 +18,9 @@ import orjson
 
 from runtime import Runtime
 from runtime._keys import make_token, pending_hooks_key, run_keys, tasks_key
+from runtime.testing import WorkerProcess
 
-from .harness import Observer, RedisServer, WorkerProcess, start_workers
+from .harness import Observer, start_redis, start_workers
 
 HOOK_ID = "converse-0.answer.0"  # step "converse", hook "answer", first round
 T = TypeVar("T")
@@ -87,16 +89,16 @@ def _count_round_trips(rt: Runtime) -> Counter[str]:
 
 
 @asynccontextmanager
-async def bench_env(
-    redis_url: str | None,
-    workers: int,
-    *,
-    partitions: int,
-    concurrency: int,
-    lease: float,
-    redis_args: list[str] | None = None,
-) -> AsyncIterator[Env]:
-    server = RedisServer(extra=redis_args) if redis_url is None else None
+async def bench_env(args: argparse.Namespace) -> AsyncIterator[Env]:
+    """Redis (private unless ``--redis``), the driver's runtime and K worker processes, as
+    the command line asks (``--workers``, ``--partitions``, ``--worker-concurrency``,
+    ``--lease``, ``--redis-arg``)."""
+    redis_url: str | None = args.redis
+    workers: int = args.workers
+    partitions: int = args.partitions
+    concurrency: int = args.worker_concurrency
+    lease: float = args.lease
+    server = start_redis(args.redis_arg) if redis_url is None else None
     url = server.url if server is not None else str(redis_url)
     procs: list[WorkerProcess] = []
     try:

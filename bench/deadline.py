@@ -47,14 +47,7 @@ async def _started(env: Env, n: int, due0: float, concurrency: int) -> list[str]
 
 async def run_deadline(args: argparse.Namespace, n: int) -> dict[str, Any]:
     lead = 3.0 + n / 800  # generous: every hook must exist before the first is due
-    async with bench_env(
-        args.redis,
-        args.workers,
-        partitions=args.partitions,
-        concurrency=args.worker_concurrency,
-        lease=args.lease,
-        redis_args=args.redis_arg,
-    ) as env:
+    async with bench_env(args) as env:
         pids = env.worker_pids
         idle0 = await env.observer.snapshot(pids)
         await asyncio.sleep(1.0)  # measuring window: ticks with no deadline pending

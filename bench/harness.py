@@ -5,12 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import select
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +14,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from runtime import _scripts
+from runtime.testing import RedisServer, WorkerProcess
 
 from .app import REPORT_KEY
 
@@ -39,12 +34,6 @@ LUA_COMMANDS = _lua_commands()
 SETUP_COMMANDS = frozenset({"hello", "ping", "auth", "select"})
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _split_args(args: list[str]) -> list[str]:
     """``--name=value`` -> ``--name value`` (redis-server's form)."""
     out: list[str] = []
@@ -53,104 +42,30 @@ def _split_args(args: list[str]) -> list[str]:
     return out
 
 
-class RedisServer:
-    """A private ``redis-server`` (no persistence) so command counts and memory deltas are
-    the benchmark's alone."""
-
-    def __init__(self, binary: str = "redis-server", extra: list[str] | None = None) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--bind", "127.0.0.1", "--maxclients", "10000",
-             *_split_args(extra or [])],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.05)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
-class WorkerProcess:
-    """``python -m runtime.cli worker --app bench.app`` — started ready."""
-
-    def __init__(self, redis_url: str, *, partitions: int, concurrency: int, lease: float) -> None:
-        env = {**os.environ, "PARLEY_BENCH_REDIS": redis_url}
-        self.log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in stop()
-            prefix="parley-bench-worker-", suffix=".log"
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "worker", "--app", "bench.app",
-             "--redis", redis_url, "--partitions", str(partitions),
-             "--concurrency", str(concurrency), "--lease", str(lease),
-             "--log-level", "WARNING"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=self.log_file,
-        )  # fmt: skip
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if ready:
-                line = self.proc.stdout.readline().decode()
-                if line.startswith("parley worker ready"):
-                    return
-                if not line and self.proc.poll() is not None:
-                    break
-        raise RuntimeError(f"bench worker did not become ready; log:\n{self.log()}")
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def log(self) -> str:
-        return Path(self.log_file.name).read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.log_file.close()
+def start_redis(extra: list[str] | None = None) -> RedisServer:
+    """A private redis-server (no persistence), so command counts and memory deltas are
+    the benchmark's alone; ``extra`` as ``--name=value``."""
+    return RedisServer("--maxclients", "10000", *_split_args(extra or []))
 
 
 def start_workers(
     redis_url: str, count: int, *, partitions: int, concurrency: int, lease: float
 ) -> list[WorkerProcess]:
+    env = {**os.environ, "PARLEY_BENCH_REDIS": redis_url}
     workers = [
-        WorkerProcess(redis_url, partitions=partitions, concurrency=concurrency, lease=lease)
+        WorkerProcess(
+            redis_url,
+            "bench.app",
+            partitions=partitions,
+            concurrency=concurrency,
+            lease=lease,
+            env=env,
+            log_level="WARNING",
+            cwd=ROOT,
+            wait=False,
+        )
         for _ in range(count)
-    ]
+    ]  # started together, then awaited: they become ready in parallel
     try:
         for w in workers:
             w.wait_ready()

@@ -72,14 +72,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         warmup=args.warmup,
         defer=args.defer_checkpoint,
     )
-    async with bench_env(
-        args.redis,
-        args.workers,
-        partitions=args.partitions,
-        concurrency=args.worker_concurrency,
-        lease=args.lease,
-        redis_args=args.redis_arg,
-    ) as env:
+    async with bench_env(args) as env:
         raw = await run_lifecycles(env, opts)
         own = env.own_redis
     result, rows, notes = summarize(raw, args, own)

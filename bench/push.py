@@ -21,9 +21,11 @@ from typing import Any
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
+from runtime.testing import free_port
+
 from .app import ON_CREATED_KEY, WORKFLOW
 from .common import Row, bench_env, load_average, pcts, print_report, verdict, wait_for
-from .harness import ROOT, free_port
+from .harness import ROOT
 
 API_KEY = "bench-api-key"
 
@@ -61,10 +63,7 @@ async def run_push(args: argparse.Namespace, n: int) -> dict[str, Any]:
 
     os.environ["PARLEY_BENCH_RECORD_ON_CREATED"] = "1"  # read by the bench app in workers
     rate = 200.0
-    async with bench_env(
-        args.redis, args.workers, partitions=args.partitions,
-        concurrency=args.worker_concurrency, lease=args.lease, redis_args=args.redis_arg,
-    ) as env:  # fmt: skip
+    async with bench_env(args) as env:
         port = args.server_port or free_port()
         server = _start_server(env.url, port, args.partitions)
         sockets: list[ClientConnection] = []
