@@ -20,7 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _faults
-from ._codec import dumps
+from ._codec import dumps, encode_value
 from ._keys import RunKeys, make_token
 from ._replay import ReplayIndex, parse_stream_entries
 from .errors import EventLimitExceeded, LeaseLost, ParleyError
@@ -269,8 +269,6 @@ class Execution:
         return external
 
     async def _finish_completed(self, result: Any) -> None:
-        from ._codec import encode_value
-
         try:
             encoded = encode_value(
                 result,
