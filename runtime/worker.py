@@ -9,6 +9,7 @@ four, whatever the number of runs.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import secrets
@@ -80,6 +81,9 @@ class Worker:
         self._execution_tasks: dict[str, asyncio.Task[Any] | None] = {}
         self._deferred: dict[str, list[str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Tasks delivered beyond `concurrency` (XREADGROUP's COUNT is per stream): run as
+        # slots free up, in order.
+        self._backlog: collections.deque[tuple[str, str]] = collections.deque()
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()  # set once connected, announced and consuming
         self._streams: dict[Any, Any] = {tasks_key(p): ">" for p in range(runtime.partitions)}
@@ -146,23 +150,37 @@ class Worker:
             await self.fire_due()
             for streams in groups:
                 reply = await self.runtime.redis.xreadgroup(
-                    GROUP, self.consumer, streams, count=self.concurrency
+                    GROUP, self.consumer, streams, count=self._per_stream(self.concurrency, streams)
                 )
                 self._dispatch(reply)
-            if not self._tasks:
+            if not self._tasks and not self._backlog:
                 return
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            while self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    @staticmethod
+    def _per_stream(free: int, streams: dict[Any, Any]) -> int:
+        """XREADGROUP's COUNT applies to each stream: split the free slots among them, so
+        one read cannot take far more than this worker runs (and starve the others)."""
+        return max(1, -(-free // len(streams)))
 
     async def _task_loop(self, streams: dict[Any, Any]) -> None:
         backoff = Backoff("task loop")
         while not self._stopping.is_set():
             free = self.concurrency - len(self._tasks)
-            if free <= 0:
-                await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+            if free <= 0 or self._backlog:
+                if self._tasks:
+                    await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+                else:
+                    self._admit_backlog()
                 continue
             try:
                 reply = await self.runtime.redis.xreadgroup(
-                    GROUP, self.consumer, streams, count=free, block=self.block_ms
+                    GROUP,
+                    self.consumer,
+                    streams,
+                    count=self._per_stream(free, streams),
+                    block=self.block_ms,
                 )
             except _OUTAGE as exc:
                 await backoff.wait(exc)
@@ -300,7 +318,25 @@ class Worker:
                     # leave it pending until the visibility timeout.
                     self._deferred.setdefault(run_id, []).append(msg_id.decode())
                     continue
-                self._spawn(run_id, msg_id.decode())
+                self._admit(run_id, msg_id.decode())
+
+    def _admit(self, run_id: str, msg_id: str) -> None:
+        if len(self._tasks) < self.concurrency:
+            self._spawn(run_id, msg_id)
+        else:
+            self._backlog.append((run_id, msg_id))
+
+    def _admit_backlog(self) -> None:
+        while self._backlog and len(self._tasks) < self.concurrency:
+            run_id, msg_id = self._backlog.popleft()
+            if run_id in self._running:
+                self._deferred.setdefault(run_id, []).append(msg_id)
+            else:
+                self._spawn(run_id, msg_id)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._admit_backlog()
 
     def _executes(self, workflow: str) -> bool:
         if not workflow:
@@ -339,7 +375,7 @@ class Worker:
     def _spawn(self, run_id: str, msg_id: str, delay: float = 0.0) -> None:
         task = asyncio.create_task(self._execute(run_id, msg_id, delay))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
 
     async def _execute(self, run_id: str, msg_id: str, delay: float = 0.0) -> None:
         rt = self.runtime
@@ -377,7 +413,7 @@ class Worker:
                 self._running.pop(run_id, None)
                 self._execution_tasks.pop(run_id, None)
                 for deferred in self._deferred.pop(run_id, []):
-                    self._spawn(run_id, deferred)
+                    self._admit(run_id, deferred)
             self.metrics.executions.labels(execution.outcome).inc()
             if execution.woken_at_ms is not None:
                 self.metrics.resume_latency.observe((now_ms() - execution.woken_at_ms) / 1000)

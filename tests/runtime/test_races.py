@@ -195,3 +195,31 @@ def _partition(rt: Runtime, run_id: str) -> int:
     from runtime._keys import partition_of
 
     return partition_of(run_id, rt.partitions)
+
+
+in_flight = {"now": 0, "max": 0}
+
+
+@step
+async def occupies_a_slot() -> None:
+    in_flight["now"] += 1
+    in_flight["max"] = max(in_flight["max"], in_flight["now"])
+    await asyncio.sleep(0.01)
+    in_flight["now"] -= 1
+
+
+@workflow(name="slot_wf")
+async def slot_wf() -> None:
+    await occupies_a_slot()
+
+
+async def test_a_worker_runs_at_most_concurrency_executions(rt: Runtime) -> None:
+    # XREADGROUP's COUNT is per stream: reading all partitions at once must not admit
+    # partitions x concurrency executions.
+    in_flight.update(now=0, max=0)
+    run_ids = [await rt.start(slot_wf) for _ in range(40)]
+    worker = Worker(rt, concurrency=2)
+    async with running(worker):
+        for run_id in run_ids:
+            await rt.wait(run_id, timeout=10)
+    assert in_flight["max"] == 2
