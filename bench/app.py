@@ -30,13 +30,13 @@ from redis.asyncio.client import Pipeline
 
 from runtime import (
     STEP_HOOK_TIMEOUT,
-    _scripts,
     load_step_checkpoint,
     save_step_checkpoint,
     step,
     step_hook,
     workflow,
 )
+from runtime.store.redis import script_source
 
 WORKFLOW = "bench_hitl"
 # orjson.dumps({"state": "x" * 88}) is exactly 100 bytes: the checkpoint the targets name.
@@ -46,7 +46,7 @@ REPORT_EVERY = 0.2
 
 round_trips: Counter[str] = Counter()
 _BACKGROUND_SHAS = {
-    hashlib.sha1(source.encode()).hexdigest() for source in (_scripts.FIRE_DUE, _scripts.HEARTBEAT)
+    hashlib.sha1(script_source(name).encode()).hexdigest() for name in ("fire_due", "heartbeat")
 }
 
 

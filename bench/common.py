@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 import orjson
 
 from runtime import Runtime
-from runtime._keys import make_token, pending_hooks_key, run_keys, tasks_key
+from runtime.ids import make_token
+from runtime.store.redis import RedisStore, keys
 from runtime.testing import WorkerProcess
 
 from .harness import Observer, start_redis, start_workers
@@ -47,12 +48,14 @@ class Env:
     async def suspended(self) -> int:
         """Pending hooks over all partitions: a bench run's hook enters the pending set in
         the same script that records its suspension."""
-        keys = [pending_hooks_key(p) for p in range(self.partitions)]
-        return await self.observer.sum_of("SCARD", keys)
+        pending = [keys.key("pending", p) for p in range(self.partitions)]
+        return await self.observer.sum_of("SCARD", pending)
 
     async def queued(self) -> int:
         """Tasks not yet finished (a task is XDEL'd when its execution suspends or ends)."""
-        return await self.observer.sum_of("XLEN", [tasks_key(p) for p in range(self.partitions)])
+        return await self.observer.sum_of(
+            "XLEN", [keys.key("tasks", p) for p in range(self.partitions)]
+        )
 
     async def run_events(self, run_ids: list[str], batch: int = 1000) -> list[list[Any]]:
         """Each run's raw event entries [(id, {b't': type, b'd': data}), ...]."""
@@ -60,14 +63,16 @@ class Env:
         for i in range(0, len(run_ids), batch):
             chunk = run_ids[i : i + batch]
             out += await self.observer.pipeline(
-                [("XRANGE", run_keys(r, self.partitions).events, "-", "+") for r in chunk]
+                [("XRANGE", keys.run_keys(r, self.partitions).events, "-", "+") for r in chunk]
             )
         return out
 
 
 def _count_round_trips(rt: Runtime) -> Counter[str]:
     counts: Counter[str] = Counter()
-    client = rt.redis
+    store = rt.store
+    assert isinstance(store, RedisStore)
+    client = store.client
     original: Any = client.execute_command
 
     async def execute_command(*args: Any, **options: Any) -> Any:
@@ -75,7 +80,7 @@ def _count_round_trips(rt: Runtime) -> Counter[str]:
         return await original(*args, **options)
 
     client.execute_command = execute_command  # type: ignore[method-assign]
-    batcher = rt.scripts.start.batcher
+    batcher = store.scripts.batcher
     original_pipeline: Any = batcher._pipeline
 
     async def pipeline(calls: list[Any]) -> list[Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from runtime import _scripts
+from runtime.store.redis import SCRIPT_NAMES, script_source
 from runtime.testing import RedisServer, WorkerProcess
 
 from .app import REPORT_KEY
@@ -26,7 +26,7 @@ PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 def _lua_commands() -> frozenset[str]:
     """Commands the engine's Lua scripts call (counted by INFO commandstats, but not
     top-level commands: they run inside one EVALSHA)."""
-    text = "\n".join(v for k, v in vars(_scripts).items() if k.isupper() and isinstance(v, str))
+    text = "\n".join(script_source(name) for name in SCRIPT_NAMES)
     return frozenset(m.lower() for m in re.findall(r"redis\.call\('([A-Za-z]+)'", text))
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from runtime._keys import run_keys
+from runtime.store.redis import keys as redis_keys
 
 from .app import WORKFLOW
 from .common import Env, bounded, token_of, wait_for
@@ -121,7 +121,7 @@ async def _key_bytes(env: Env, sample: list[str]) -> dict[str, float]:
     """Average MEMORY USAGE of each key of a suspended run (a sample of runs)."""
     out: dict[str, float] = {}
     for name in ("run", "events", "ckpt", "hooks"):
-        keys = [getattr(run_keys(r, env.partitions), name) for r in sample]
+        keys = [getattr(redis_keys.run_keys(r, env.partitions), name) for r in sample]
         sizes = await env.observer.pipeline([("MEMORY", "USAGE", k, "SAMPLES", 0) for k in keys])
         out[name] = round(sum(int(x or 0) for x in sizes) / max(1, len(sizes)))
     return out
@@ -191,7 +191,7 @@ async def _probe(env: Env, opts: Options, already: int) -> dict[str, Any]:
     ids = [await rt.start(WORKFLOW, None, opts.on_created, opts.defer) for _ in range(opts.probe)]
     total = already + len(ids)
     await wait_for(lambda: _at_least(env.suspended(), total), 60, "probe suspensions")
-    keys = [run_keys(r, env.partitions).events for r in ids]
+    keys = [redis_keys.run_keys(r, env.partitions).events for r in ids]
     lasts = await env.observer.pipeline([("XREVRANGE", k, "+", "-", "COUNT", 1) for k in keys])
     accepted: list[float] = []
     sent: list[float] = []

@@ -43,23 +43,17 @@ from runtime.integrations.langchain import (
     run_agent,
 )
 
-__all__ = ["ScriptedChatModel", "ask_visitor", "counts_key", "langchain_agent", "lc_agent_step"]
+from . import trace
+
+__all__ = ["ScriptedChatModel", "ask_visitor", "langchain_agent", "lc_agent_step"]
 
 SYSTEM = "You are Parley's order assistant. Look orders up; ask the visitor when unsure."
 NO_RESPONSE = "The visitor did not respond."
 CHOICES = ["refund", "reship"]
 
 
-def counts_key(run_id: str) -> str:
-    return f"parley:demo:lc:{run_id}"
-
-
 async def count(field: str) -> None:
-    run = current_run()
-    async with run.runtime.redis.pipeline(transaction=True) as pipe:
-        pipe.hincrby(counts_key(run.run_id), field, 1)
-        pipe.expire(counts_key(run.run_id), 86_400)
-        await pipe.execute()
+    trace.count(current_run().run_id, field)
 
 
 class AskArgs(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .client import Runtime
 from .errors import (
     EventLimitExceeded,
     HookAlreadyAnswered,
@@ -19,12 +20,15 @@ from .errors import (
     RunFinished,
     RunNotFound,
     StepFailed,
+    StoreUnavailable,
     UsageError,
     WaitTimeout,
     WorkflowNotFound,
 )
 from .models import Event, HookInfo, HookStatus, RunInfo, RunStatus
-from .primitives import (
+from .settings import Limits
+from .worker import Worker
+from .workflow import (
     STEP_HOOK_TIMEOUT,
     RunContext,
     current_run,
@@ -34,11 +38,10 @@ from .primitives import (
     load_step_checkpoint,
     save_step_checkpoint,
     sleep,
+    step,
     step_hook,
+    workflow,
 )
-from .registry import step, workflow
-from .runtime import Limits, Runtime
-from .worker import Worker
 
 __all__ = [
     "STEP_HOOK_TIMEOUT",
@@ -66,6 +69,7 @@ __all__ = [
     "RunStatus",
     "Runtime",
     "StepFailed",
+    "StoreUnavailable",
     "UsageError",
     "WaitTimeout",
     "Worker",

@@ -25,6 +25,11 @@ def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
+def encode_fragment(key: str, encoded: bytes, **fields: Any) -> bytes:
+    """JSON object ``{key: <already-encoded value>, **fields}`` without re-encoding it."""
+    return orjson.dumps({key: orjson.Fragment(encoded), **fields})
+
+
 def encode_value(
     value: Any, *, what: str, limit: int, run_id: str | None = None, hook_id: str | None = None
 ) -> bytes:

@@ -1,15 +1,18 @@
 """Named crash points, for fault-injection tests.
 
-A test starts a worker process with ``PARLEY_CRASH_AT=<point>`` (optionally
-``<point>@<n>`` to crash on the n-th time the point is reached, default the first); the
-process then kills itself with SIGKILL exactly there: no cleanup, no flush, like a power
-cut. Unset (the normal case) a crash point costs one set lookup.
+A test starts a worker process with ``PARLEY_CRASH_AT=<point>`` (the points are
+``runtime.testing.CRASH_POINTS``), optionally ``<point>@<n>`` to crash on the n-th time the
+point is reached (default the first); the process then kills itself with SIGKILL exactly
+there: no cleanup, no flush, like a power cut. Unset (the normal case) a crash point costs
+one set lookup.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+
+from .settings import crash_points_spec
 
 POINTS = frozenset(
     {
@@ -34,7 +37,7 @@ def _parse(spec: str) -> dict[str, int]:
     return armed
 
 
-_armed = _parse(os.environ.get("PARLEY_CRASH_AT", ""))
+_armed = _parse(crash_points_spec())
 
 
 def crash_point(name: str) -> None:

@@ -22,7 +22,8 @@ response can always say *which* run went wrong::
     ├── StepFailed                 a step raised after its last retry
     ├── RunFailed                  `Runtime.wait` on a run that failed
     ├── RunCancelled               `Runtime.wait` on a run that was cancelled
-    └── WaitTimeout                `Runtime.wait` gave up before the run finished
+    ├── WaitTimeout                `Runtime.wait` gave up before the run finished
+    └── StoreUnavailable           the store (Redis) cannot be reached now; retry later
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "RunFinished",
     "RunNotFound",
     "StepFailed",
+    "StoreUnavailable",
     "UsageError",
     "WaitTimeout",
     "WorkflowNotFound",
@@ -158,3 +160,10 @@ class RunCancelled(ParleyError):
 
 class WaitTimeout(ParleyError):
     code = "wait_timeout"
+
+
+class StoreUnavailable(ParleyError):
+    """The store could not be reached (connection refused or lost, a timeout). Nothing is
+    known to have changed: the caller may retry once the store is back."""
+
+    code = "store_unavailable"

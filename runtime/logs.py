@@ -4,7 +4,6 @@ id and hook id it concerns when there is one (pass them as ``extra={"run_id": ..
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -46,9 +45,9 @@ class TextFormatter(logging.Formatter):
         return f"{line} [{context}]" if context else line
 
 
-def configure(level: str = "INFO", fmt: str | None = None) -> None:
-    """Configure the root logger for a Parley process (stderr)."""
-    fmt = (fmt or os.environ.get("PARLEY_LOG_FORMAT", "text")).lower()
+def configure(level: str = "INFO", fmt: str = "text") -> None:
+    """Configure the root logger for a Parley process (stderr); ``fmt`` is text or json."""
+    fmt = fmt.lower()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()

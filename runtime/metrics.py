@@ -1,5 +1,5 @@
 """Prometheus metrics: per-process instruments of a worker or server, and the store-wide
-counters every process can read from Redis (``Runtime.stats``)."""
+counters every process can read from the store (``Runtime.stats``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .runtime import Runtime
+from .client import Runtime
 
 _LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 

@@ -17,7 +17,7 @@ class RunStatus(enum.StrEnum):
 
     @property
     def finished(self) -> bool:
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+        return self in FINISHED_STATUSES
 
 
 class HookStatus(enum.StrEnum):
@@ -27,12 +27,30 @@ class HookStatus(enum.StrEnum):
     CANCELLED = "cancelled"  # its run was cancelled first
 
 
-HOOK_STATUS_BY_CODE = {
-    "P": HookStatus.PENDING,
-    "R": HookStatus.RECEIVED,
-    "E": HookStatus.EXPIRED,
-    "C": HookStatus.CANCELLED,
-}
+FINISHED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+class EventType(enum.StrEnum):
+    """The types of the entries of a run's event log."""
+
+    WORKFLOW_STARTED = "workflow.started"  # args, kwargs
+    WORKFLOW_SUSPENDED = "workflow.suspended"  # wait: a hook or timer id
+    WORKFLOW_COMPLETED = "workflow.completed"  # result
+    WORKFLOW_FAILED = "workflow.failed"  # error
+    WORKFLOW_CANCELLED = "workflow.cancelled"  # reason
+    STEP_STARTED = "step.started"  # step_id, name, attempt
+    STEP_COMPLETED = "step.completed"  # step_id, result
+    STEP_FAILED = "step.failed"  # step_id, attempt, error, final, timer_id, retry_at
+    STEP_SUSPENDED = "step.suspended"  # step_id, wait
+    HOOK_CREATED = "hook.created"  # hook_id, name, step_id, expires_at, prompt, schema
+    HOOK_RECEIVED = "hook.received"  # hook_id, payload
+    HOOK_EXPIRED = "hook.expired"  # hook_id
+    TIMER_SCHEDULED = "timer.scheduled"  # timer_id, due
+    TIMER_FIRED = "timer.fired"  # timer_id
+
+
+# Events that wake a suspended run (an answer, an expiry, a timer).
+WAKING_EVENTS = frozenset({EventType.HOOK_RECEIVED, EventType.HOOK_EXPIRED, EventType.TIMER_FIRED})
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import redis
 
-__all__ = ["RedisServer", "WorkerProcess", "free_port"]
+from ._faults import POINTS as CRASH_POINTS
+
+__all__ = ["CRASH_POINTS", "RedisServer", "WorkerProcess", "free_port"]
 
 
 def free_port() -> int:

@@ -3,7 +3,8 @@ chat widget's static files (Starlette, served by uvicorn)."""
 
 from __future__ import annotations
 
-from .app import ServerConfig, create_app
+from .app import create_app
+from .context import ServerConfig
 from .errors import ApiError
 
 __all__ = ["ApiError", "ServerConfig", "create_app"]

@@ -14,6 +14,7 @@ from typing import Any
 
 log = logging.getLogger("parley.server")
 
+
 async def cancel_and_wait(
     tasks: Iterable[asyncio.Task[Any]], *, every: float = 0.2, give_up: float = 10.0
 ) -> bool:
@@ -30,4 +31,3 @@ async def cancel_and_wait(
             log.error("tasks did not stop: %s", sorted(t.get_name() for t in pending))
             return False
     return True
-

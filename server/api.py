@@ -7,19 +7,17 @@ Everything under ``/api`` except ``POST /api/sessions`` (the widget's) requires
 from __future__ import annotations
 
 import hmac
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from runtime import HookStatus, UsageError
+from runtime import HookStatus, StoreUnavailable, UsageError
 
+from .context import ServerContext
 from .errors import ApiError
-
-if TYPE_CHECKING:
-    from .app import ServerContext
 
 
 def ctx_of(request: Request) -> ServerContext:
@@ -73,8 +71,13 @@ def expect_object(value: Any, what: str) -> dict[str, Any]:
 
 def _kind(value: Any) -> str:
     return {
-        dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-        int: "a number", float: "a number", type(None): "null",
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
     }.get(type(value), type(value).__name__)
 
 
@@ -85,9 +88,9 @@ def _json(data: Any, status: int = 200) -> Response:
 async def healthz(request: Request) -> Response:
     ctx = ctx_of(request)
     try:
-        await ctx.runtime.redis.ping()
-    except Exception as exc:  # the store is down: report it, do not raise
-        return JSONResponse({"status": "unavailable", "redis": str(exc)}, 503)
+        await ctx.runtime.ping()
+    except StoreUnavailable as exc:  # the store is down: report it, do not raise
+        return JSONResponse({"status": "unavailable", "store": str(exc)}, 503)
     return JSONResponse({"status": "ok"})
 
 
@@ -97,7 +100,8 @@ async def start_run(request: Request) -> Response:
     unknown = sorted(set(body) - {"workflow", "args", "kwargs", "session"})
     if unknown:
         raise ApiError(
-            400, "malformed",
+            400,
+            "malformed",
             f"unknown field(s) {', '.join(unknown)}; expected workflow, args, kwargs, session",
         )
     workflow = body.get("workflow")
@@ -113,7 +117,8 @@ async def start_run(request: Request) -> Response:
         # Runtime.start takes `session` itself: a workflow parameter of that name cannot
         # be passed through kwargs (it would be a TypeError, i.e. a 500).
         raise ApiError(
-            400, "malformed",
+            400,
+            "malformed",
             "'kwargs' may not contain 'session' (the run's chat session is the top-level "
             "'session' field)",
         )
@@ -161,7 +166,8 @@ async def list_hooks(request: Request) -> Response:
     run_id = request.query_params.get("run_id")
     if status not in {s.value for s in HookStatus} | {"all"}:
         raise ApiError(
-            400, "malformed",
+            400,
+            "malformed",
             f"expected status pending, received, expired, cancelled or all, got {status!r}",
         )
     if run_id is None and status != "pending":

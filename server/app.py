@@ -7,8 +7,6 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
@@ -18,41 +16,15 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from runtime import Runtime, Worker
-from runtime.metrics import Metrics
 
 from .api import ROUTES
+from .context import ServerConfig, ServerContext
 from .errors import EXCEPTION_HANDLERS
 from .sessions import Sessions
 from .tailer import OutboxTailer
 from .ws import session_socket
 
 log = logging.getLogger("parley.server")
-
-WIDGET_DIR = Path(__file__).resolve().parent.parent / "widget"
-
-
-@dataclass(frozen=True, slots=True)
-class ServerConfig:
-    api_key: str
-    chat_workflow: str | None = None  # started by a visitor's message on the websocket
-    chat_workflows: frozenset[str] = frozenset()  # others a page may pick ("agent")
-    max_body_bytes: int = 256 * 1024  # an HTTP request body
-    max_frame_bytes: int = 64 * 1024  # a websocket frame from the page
-    ws_rate: float = 10.0  # frames per second per socket ...
-    ws_burst: int = 20  # ... with bursts up to this many
-    ws_block_ms: int = 2_000  # one blocking read of the outbox tailer (<= MAX_BLOCK_SECONDS)
-    ws_queue_size: int = 1_000  # messages a socket may fall behind before it is closed
-    widget_dir: Path = WIDGET_DIR
-
-
-@dataclass(slots=True)
-class ServerContext:
-    runtime: Runtime
-    config: ServerConfig
-    sessions: Sessions
-    tailer: OutboxTailer
-    worker: Worker | None = None
-    metrics: Metrics = dataclasses.field(default_factory=Metrics)
 
 
 def create_app(

@@ -11,8 +11,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -27,6 +25,7 @@ from runtime import (
     PayloadTooLarge,
     RunFinished,
     RunNotFound,
+    StoreUnavailable,
     UsageError,
     WorkflowNotFound,
 )
@@ -101,11 +100,11 @@ async def handle_parley_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def handle_store_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    # Redis is down or restarting: say so (503, retry later) instead of a bare 500; the
-    # connection pool reconnects by itself once Redis is back.
-    log.error("Redis unavailable while serving %s %s: %s", request.method, request.url.path, exc)
+    # The store is down or restarting: say so (503, retry later) instead of a bare 500;
+    # the store reconnects by itself once it is back.
+    log.error("store unavailable while serving %s %s: %s", request.method, request.url.path, exc)
     return JSONResponse(
-        error_body("store_unavailable", f"the store (Redis) is unavailable: {exc}; retry later"),
+        error_body("store_unavailable", f"{exc}; retry later"),
         503,
         headers={"Retry-After": "1"},
     )
@@ -113,7 +112,6 @@ async def handle_store_unavailable(request: Request, exc: Exception) -> JSONResp
 
 EXCEPTION_HANDLERS = {
     ApiError: handle_api_error,
+    StoreUnavailable: handle_store_unavailable,
     ParleyError: handle_parley_error,
-    RedisConnectionError: handle_store_unavailable,
-    RedisTimeoutError: handle_store_unavailable,
 }

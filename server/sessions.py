@@ -1,25 +1,21 @@
 """Chat sessions: created for the widget, bound to the runs they start, and the one place
 where an answer is delivered (``resume_hook``) and announced to the session's page.
 
-A session is a random, unguessable id (``Runtime.new_session_id``). Besides the runtime's
-outbox stream, the server keeps a small hash per session (``...:session:<sid>:meta``, next
-to the outbox, same hash slot) holding when it was created and its active run.
+A session is a random, unguessable id. Besides the session's outbox (its messages), the
+store keeps a small record per session: when it was created and its active run.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from runtime import RunNotFound, Runtime, UsageError
-from runtime._keys import parse_token, session_meta_key
-from runtime.runtime import check_session_id
+from runtime.ids import check_session_id, new_session_id, parse_token
 
 from .errors import ApiError, ForbiddenHook
 
 SESSION_TTL_SECONDS = 7 * 24 * 3600
 START_LOCK_MS = 10_000
-MAX_MESSAGE_CHARS = 4000
 
 
 class Sessions:
@@ -27,66 +23,54 @@ class Sessions:
         self.rt = runtime
         self.ttl_seconds = ttl_seconds
 
-    def _meta_key(self, session: str) -> str:
-        return session_meta_key(check_session_id(session), self.rt.partitions)
-
     async def create(self) -> str:
-        session = self.rt.new_session_id()
-        key = self._meta_key(session)
-        async with self.rt.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={"created": int(time.time() * 1000)})
-            pipe.expire(key, self.ttl_seconds)
-            await pipe.execute()
+        session = new_session_id()
+        await self.rt.store.create_session(session, self.ttl_seconds)
         return session
 
     async def exists(self, session: str) -> bool:
         try:
-            key = self._meta_key(session)
+            check_session_id(session)
         except UsageError:
             return False
-        return bool(await self.rt.redis.exists(key))
+        return await self.rt.store.session_exists(session)
 
     async def require(self, session: str) -> None:
         """404 for an unknown session; a malformed id is a UsageError (400)."""
-        if not await self.rt.redis.exists(self._meta_key(session)):
+        if not await self.rt.store.session_exists(check_session_id(session)):
             raise ApiError(404, "session_not_found", f"no session {session!r}")
 
     async def bind(self, session: str, run_id: str) -> None:
         """Make ``run_id`` the session's active run (keeps the session alive)."""
-        key = self._meta_key(session)
-        async with self.rt.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, "run", run_id)
-            pipe.expire(key, self.ttl_seconds)
-            await pipe.execute()
+        await self.rt.store.bind_session(check_session_id(session), run_id, self.ttl_seconds)
 
     async def active_run(self, session: str) -> str | None:
         """The session's run that has not finished yet, if any."""
-        raw = await self.rt.redis.hget(self._meta_key(session), "run")
-        if not raw:
+        run_id = await self.rt.store.session_run(check_session_id(session))
+        if not run_id:
             return None
-        run_id = raw.decode() if isinstance(raw, bytes) else str(raw)
         try:
             info = await self.rt.get_run(run_id)
         except RunNotFound:
             return None
         return None if info.status.finished else run_id
 
-    async def start_chat(self, session: str, workflow: str, text: Any) -> str:
+    async def start_chat(self, session: str, workflow: str, text: Any, *, max_chars: int) -> str:
         """A visitor's message: shown in the session, then a run of ``workflow(text)`` bound
         to the session. Refused (ApiError 409 ``busy``) while the session's previous run is
         still going, so a session has at most one active run."""
         if not isinstance(text, str) or not text.strip():
             raise ApiError(400, "invalid_message", "expected a non-empty message text")
-        if len(text) > MAX_MESSAGE_CHARS:
+        if len(text) > max_chars:
             raise ApiError(
                 413,
                 "message_too_large",
-                f"a message may have at most {MAX_MESSAGE_CHARS} characters, got {len(text)}",
+                f"a message may have at most {max_chars} characters, got {len(text)}",
             )
-        lock = self._meta_key(session)[: -len("meta")] + "starting"
+        store = self.rt.store
         # Closes the race of two sockets of one session sending at the same moment: both
         # would see no active run and start two.
-        if not await self.rt.redis.set(lock, b"1", nx=True, px=START_LOCK_MS):
+        if not await store.lock_session(check_session_id(session), START_LOCK_MS):
             raise ApiError(409, "busy", "the previous message is still being handled")
         try:
             active = await self.active_run(session)
@@ -102,7 +86,7 @@ class Sessions:
             await self.bind(session, run_id)
             return run_id
         finally:
-            await self.rt.redis.delete(lock)
+            await store.unlock_session(session)
 
     async def answer(self, token: Any, payload: Any, *, session: str | None = None) -> bool:
         """Deliver an answer through ``resume_hook`` (THE resume path). With ``session``,

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from starlette.websockets import WebSocket, WebSocketState
@@ -30,11 +30,15 @@ from starlette.websockets import WebSocket, WebSocketState
 from runtime import ParleyError
 
 from ._tasks import cancel_and_wait
+from .context import ServerConfig, ServerContext
 from .errors import ApiError, error_body, parley_error_body
-from .tailer import CLOSE_TOO_SLOW, CLOSE_UNAVAILABLE, Subscription, SubscriptionEnded
-
-if TYPE_CHECKING:
-    from .app import ServerContext
+from .tailer import (
+    CLOSE_GOING_AWAY,
+    CLOSE_TOO_SLOW,
+    CLOSE_UNAVAILABLE,
+    Subscription,
+    SubscriptionEnded,
+)
 
 log = logging.getLogger("parley.server.ws")
 
@@ -218,13 +222,13 @@ class SessionSocket:
                     "malformed", 'expected {"type": "answer", "token": ..., "payload": ...}'
                 )
             token = frame["token"]
-            recorded = await self.ctx.sessions.answer(
-                token, frame["payload"], session=self.session
-            )
+            recorded = await self.ctx.sessions.answer(token, frame["payload"], session=self.session)
             return {"type": "ack", "for": "answer", "token": token, "recorded": recorded}
         if kind == "message":
             workflow = self._chat_workflow(frame.get("agent"))
-            run_id = await self.ctx.sessions.start_chat(self.session, workflow, frame.get("text"))
+            run_id = await self.ctx.sessions.start_chat(
+                self.session, workflow, frame.get("text"), max_chars=self.config.max_message_chars
+            )
             return {"type": "ack", "for": "message", "run_id": run_id}
         if kind == "ping":
             return {"type": "pong"}
@@ -239,15 +243,25 @@ async def session_socket(websocket: WebSocket) -> None:
     await websocket.accept()
     after = websocket.query_params.get("after") or "0-0"
     if not STREAM_ID_RE.match(after):
-        await _refuse(websocket, CLOSE_BAD_REQUEST, "malformed",
-                      f"expected ?after=<stream id like 1700000000000-0>, got {after!r:.40}")
+        await _refuse(
+            websocket,
+            CLOSE_BAD_REQUEST,
+            "malformed",
+            f"expected ?after=<stream id like 1700000000000-0>, got {after!r:.40}",
+        )
         return
     if not await ctx.sessions.exists(session):
-        await _refuse(websocket, CLOSE_UNKNOWN_SESSION, "session_not_found",
-                      "no such session; create one with POST /api/sessions")
+        await _refuse(
+            websocket,
+            CLOSE_UNKNOWN_SESSION,
+            "session_not_found",
+            "no such session; create one with POST /api/sessions",
+        )
         return
     sock = SessionSocket(ctx, websocket, session)
-    await sock.send({"type": "ready", "session_id": session, "after": after})
+    await sock.send(
+        {"type": "ready", "session_id": session, "after": after, "limits": limits(ctx.config)}
+    )
     pump = asyncio.create_task(sock.pump(after), name=f"parley-ws-{session[:8]}")
     try:
         await sock.serve()
@@ -257,6 +271,24 @@ async def session_socket(websocket: WebSocket) -> None:
         if websocket.application_state is WebSocketState.CONNECTED:
             with contextlib.suppress(Exception):
                 await websocket.close()
+
+
+def limits(config: ServerConfig) -> dict[str, Any]:
+    """What the page must know of this server: its limits and what its close codes mean
+    (sent in the first frame, so the widget copies none of them)."""
+    return {
+        "max_message_chars": config.max_message_chars,
+        "max_frame_bytes": config.max_frame_bytes,
+        "frames_per_second": config.ws_rate,
+        "close_codes": {
+            "unknown_session": CLOSE_UNKNOWN_SESSION,
+            "bad_request": CLOSE_BAD_REQUEST,
+            "too_slow": CLOSE_TOO_SLOW,
+            "unavailable": CLOSE_UNAVAILABLE,
+            "going_away": CLOSE_GOING_AWAY,
+            "policy": CLOSE_POLICY,
+        },
+    }
 
 
 async def _refuse(websocket: WebSocket, close_code: int, code: str, message: str) -> None:

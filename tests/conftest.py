@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
+from examples import trace
 from runtime import Runtime, Worker
 
 REDIS_URL = os.environ.get("PARLEY_TEST_REDIS", "redis://127.0.0.1:6379/9")
@@ -44,6 +46,15 @@ def backend_url(request: pytest.FixtureRequest) -> str:
         return f"memory://{uuid.uuid4().hex}"
     url: str = request.getfixturevalue("redis_url")
     return url
+
+
+@pytest.fixture
+def demo_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The demos count what their agents did in this file (``examples.trace``); worker
+    and server processes started by the test inherit it."""
+    path = tmp_path / "demo-trace.jsonl"
+    monkeypatch.setenv(trace.ENV, str(path))
+    return path
 
 
 @pytest.fixture

@@ -9,13 +9,27 @@ import runtime
 from runtime import errors
 
 DESIGN_NAMES = {
-    "workflow", "step", "hook", "step_hook", "STEP_HOOK_TIMEOUT",
-    "save_step_checkpoint", "load_step_checkpoint", "delete_step_checkpoint",
-    "sleep", "Runtime",
+    "workflow",
+    "step",
+    "hook",
+    "step_hook",
+    "STEP_HOOK_TIMEOUT",
+    "save_step_checkpoint",
+    "load_step_checkpoint",
+    "delete_step_checkpoint",
+    "sleep",
+    "Runtime",
 }
 ISSUE_ERRORS = {
-    "ParleyError", "HookNotFound", "HookAlreadyAnswered", "HookExpired", "HookTimeout",
-    "InvalidToken", "InvalidPayload", "RunNotFound", "LeaseLost",
+    "ParleyError",
+    "HookNotFound",
+    "HookAlreadyAnswered",
+    "HookExpired",
+    "HookTimeout",
+    "InvalidToken",
+    "InvalidPayload",
+    "RunNotFound",
+    "LeaseLost",
 }
 
 

@@ -26,6 +26,9 @@ export class Connection {
     this.ws = null;
     this.refs = 0;
     this.stopped = false;
+    this.unknownSession = false;
+    // What the server said of itself in its first frame (limits, close codes).
+    this.limits = null;
   }
 
   async start() {
@@ -47,7 +50,9 @@ export class Connection {
     ws.onclose = (event) => {
       if (this.ws !== ws) return;
       this.ws = null;
-      if (event.code === 4404) {
+      // The server names the refusal in an error frame before it closes the socket.
+      if (this.unknownSession) {
+        this.unknownSession = false;
         this.lastId = "0-0";
         this.opts.onUnknownSession();
       }
@@ -64,7 +69,12 @@ export class Connection {
     }
     if (frame.type === "ready") {
       this.attempt = 0;
+      this.limits = frame.limits || null;
       this.opts.onState("open");
+    }
+    if (frame.type === "error" && frame.error === "session_not_found" && frame.ref === undefined) {
+      this.unknownSession = true;
+      return;
     }
     if (typeof frame.id === "string") {
       if (compareIds(frame.id, this.lastId) <= 0) return; // already seen

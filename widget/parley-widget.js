@@ -66,7 +66,6 @@ class ChatWidget {
     this.input.type = "text";
     this.input.placeholder = "Type your message…";
     this.input.autocomplete = "off";
-    this.input.maxLength = 4000;
     this.sendButton = el("button", "parley-send", "Send");
     this.sendButton.type = "submit";
     form.append(label, this.input, this.sendButton);
@@ -134,6 +133,7 @@ class ChatWidget {
   // frames ----------------------------------------------------------------------------
   onFrame(frame) {
     const handler = {
+      ready: () => this.applyLimits(frame.limits),
       visitor: () => this.add(el("p", "parley-msg parley-visitor", frame.text)),
       text: () => this.onText(frame),
       prompt: () => this.onPrompt(frame),
@@ -145,6 +145,13 @@ class ChatWidget {
     }[frame.type];
     if (handler) handler();
     this.refresh();
+  }
+
+  applyLimits(limits) {
+    // The server's own limits, from its first frame: nothing here copies them.
+    if (limits && Number.isInteger(limits.max_message_chars)) {
+      this.input.maxLength = limits.max_message_chars;
+    }
   }
 
   onText(frame) {

@@ -1,5 +1,6 @@
 """The demo: a support-agent workflow whose step runs an agent loop over a scripted model
-and asks the visitor questions through ``step_hook`` (the seed's pattern).
+and asks the visitor questions through ``step_hook`` (a tool call surfaced out of the
+agent loop, then a durable wait at the step boundary).
 
 When the ``ask_visitor`` tool surfaces a :class:`HookInterrupt`, the step checkpoints the
 transcript and the pending tool call, then suspends in ``step_hook``. On resume the step
@@ -31,36 +32,28 @@ from runtime import (
     workflow,
 )
 
+from .. import trace
 from .agent import TOOLS, HookInterrupt, run_agent
 from .model import NO_RESPONSE, Message, ScriptedModel
 
-__all__ = ["agent_step", "calls_key", "support_agent"]
+__all__ = ["agent_step", "support_agent"]
 
 log = logging.getLogger("parley.demo")
 
 SYSTEM = "You are Parley's support agent. Use the tools; ask the visitor when unsure."
 
 
-def calls_key(run_id: str) -> str:
-    """Hash of call counters of a run: ``turn:<n>`` model calls per turn, ``on_created``."""
-    return f"parley:demo:calls:{run_id}"
-
-
 class AgentRun:
     """The run the agent step executes in: counts its calls, streams its text."""
 
     def __init__(self) -> None:
-        run = current_run()
-        self.rt = run.runtime
-        self.run_id = run.run_id
+        self.run_id = current_run().run_id
         self._seq: dict[int, int] = {}
 
     async def count(self, field: str) -> None:
-        key = calls_key(self.run_id)
-        async with self.rt.redis.pipeline(transaction=True) as pipe:
-            pipe.hincrby(key, field, 1)
-            pipe.expire(key, 86_400)
-            await pipe.execute()
+        """Counted in the demo's trace (``examples.trace``): ``turn:<n>`` model calls per
+        turn, ``on_created``."""
+        trace.count(self.run_id, field)
 
     async def count_model_call(self, turn: int) -> None:
         await self.count(f"turn:{turn}")
@@ -121,8 +114,12 @@ async def agent_step(message: str) -> str:
             )
             content = NO_RESPONSE if answer is STEP_HOOK_TIMEOUT else as_text(answer)
             messages.append(
-                {"role": "tool", "tool_call_id": pending["tool_call_id"],
-                 "name": "ask_visitor", "content": content}
+                {
+                    "role": "tool",
+                    "tool_call_id": pending["tool_call_id"],
+                    "name": "ask_visitor",
+                    "content": content,
+                }
             )
             pending = None
         try:

@@ -1,4 +1,4 @@
-"""A minimal tool-using agent loop, shaped like the frameworks the seed talks about.
+"""A minimal tool-using agent loop, shaped like the agent frameworks (LangGraph and co.).
 
 The loop turns tool errors into tool messages (like a "tool error middleware") — except
 :class:`HookInterrupt`, which a human-in-the-loop tool raises to surface its request *out*

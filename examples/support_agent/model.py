@@ -61,8 +61,10 @@ class ScriptedModel:
                 if wants_email
                 else {"question": "Which product are you using?", "choices": PRODUCTS}
             )
-            return f"I found an article: {article} To point you the right way, one " \
-                "question first.", [_call(turn, 0, "ask_visitor", args)]
+            return (
+                f"I found an article: {article} To point you the right way, one question first.",
+                [_call(turn, 0, "ask_visitor", args)],
+            )
         answer = results.get(f"call-{turn - 1}-0", NO_RESPONSE)
         if answer == NO_RESPONSE:
             return (

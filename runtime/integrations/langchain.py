@@ -18,7 +18,7 @@ schema), but no graph node ever executes them. The graph's router ends the graph
 newest AI message carries an unanswered human-tool call (after running that message's
 ordinary tool calls), so the request *surfaces out of the graph* as data — nothing is raised
 inside it, and no tool-error middleware can swallow the suspension. :func:`run_agent` then
-owns suspend/resume at the step boundary, as the seed's worked example prescribes:
+owns suspend/resume at the step boundary, where nothing can swallow it:
 
 1. it checkpoints the transcript (LangChain's ``messages_to_dict``: tool-call ids and
    content blocks round-trip), the pending call's id and args;
@@ -64,9 +64,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 import orjson
 
 from .._codec import Duration
-from .._keys import NAME_RE
 from ..errors import UsageError
-from ..primitives import (
+from ..ids import NAME_RE
+from ..workflow import (
     STEP_HOOK_TIMEOUT,
     current_run,
     delete_step_checkpoint,

@@ -4,12 +4,13 @@ Redis (acceptance 1, 2, 3, 4, 6)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
 from playwright.sync_api import Page, expect
 
-from examples.support_agent import calls_key
+from examples import trace
 
 from .conftest import screenshot
 from .stack import Stack
@@ -73,7 +74,9 @@ def test_reload_while_the_prompt_is_pending(page: Page, stack: Stack) -> None:
     expect(page.get_by_role("button", name="Parley Self-hosted")).to_be_disabled()
 
 
-def test_worker_killed_while_the_prompt_is_pending(page: Page, stack: Stack) -> None:
+def test_worker_killed_while_the_prompt_is_pending(
+    demo_trace: Path, page: Page, stack: Stack
+) -> None:
     ask(page, stack)
     [hook] = stack.pending_hooks()
     run_id = hook["run_id"]
@@ -82,7 +85,7 @@ def test_worker_killed_while_the_prompt_is_pending(page: Page, stack: Stack) -> 
     stack.start_worker()
     page.get_by_role("button", name="Something else").click()
     expect_final(page, "Something else")
-    counts = {k.decode(): int(v) for k, v in stack.redis().hgetall(calls_key(run_id)).items()}
+    counts = trace.counts(demo_trace, run_id)
     # Each model turn ran exactly once (turns 0 and 1 before the kill, 2 after the
     # answer on the new worker); the visitor was prompted once.
     assert counts == {"turn:0": 1, "turn:1": 1, "turn:2": 1, "on_created": 1}

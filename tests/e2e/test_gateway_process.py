@@ -83,7 +83,10 @@ def test_parley_demo_runs_on_the_embedded_store() -> None:
     with tempfile.NamedTemporaryFile(prefix="parley-demo-", suffix=".log") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "runtime.cli", "demo", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         base = f"http://127.0.0.1:{port}"
         try:
@@ -103,8 +106,11 @@ def test_parley_demo_runs_on_the_embedded_store() -> None:
                 ws.send(json.dumps({"type": "message", "text": "please email me"}))
                 prompt = frames_until(ws, lambda f: f["type"] == "prompt")[-1]
                 assert prompt["schema"]["type"] == "string" and "enum" not in prompt["schema"]
-                ws.send(json.dumps({"type": "answer", "token": prompt["token"],
-                                    "payload": "ada@example.org"}))
+                ws.send(
+                    json.dumps(
+                        {"type": "answer", "token": prompt["token"], "payload": "ada@example.org"}
+                    )
+                )
                 frames = frames_until(ws, lambda f: f["type"] == "status")
             assert frames[-1]["status"] == "completed"
             text = "".join(f["delta"] for f in frames if f["type"] == "text")

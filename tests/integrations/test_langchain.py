@@ -4,8 +4,10 @@ asks the visitor through a durable human tool (acceptance 1, 3, 4, 5)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -24,10 +26,11 @@ from langchain_core.messages import (
 )
 
 from examples import langchain_agent as demo
+from examples import trace
 from runtime import InvalidPayload, RunStatus, Runtime, Worker
-from runtime._keys import run_keys
 from runtime.integrations.langchain import decode_transcript, encode_transcript
 from tests.helpers import running
+from tests.raw_redis import raw
 
 pytestmark = pytest.mark.redis
 
@@ -38,9 +41,13 @@ async def lrt(redis_url: str) -> AsyncIterator[Runtime]:
         yield runtime
 
 
+@pytest.fixture(autouse=True)
+def _trace(demo_trace: Path) -> Path:
+    return demo_trace
+
+
 async def counts(rt: Runtime, run_id: str) -> dict[str, int]:
-    raw = await rt.redis.hgetall(demo.counts_key(run_id))
-    return {k.decode(): int(v) for k, v in raw.items()}
+    return trace.counts(os.environ[trace.ENV], run_id)
 
 
 def work(turns: int, prompts: int = 1) -> dict[str, int]:
@@ -91,7 +98,7 @@ async def test_human_tool_suspends_without_a_task_and_resumes(lrt: Runtime) -> N
     assert (answer.content, answer.tool_call_id) == ("refund", "call_1_ask_visitor")
     types = [e.type for e in await lrt.events(run_id)]
     assert types.count("hook.created") == 1 and types.count("step.suspended") == 1
-    assert await lrt.redis.exists(run_keys(run_id, 4).ckpt) == 0  # deleted at the end
+    assert await raw(lrt).client.exists(raw(lrt).run_keys(run_id).ckpt) == 0  # deleted at the end
 
     # Streamed text: each turn shown once, in order, none repeated after the resume.
     frames = await outbox(lrt, session)
@@ -175,9 +182,9 @@ async def test_checkpointed_transcript_round_trips_exactly(lrt: Runtime) -> None
     worker = Worker(lrt, timer_tick=0.01)
     run_id = await lrt.start("langchain_agent", "Where is order E-1?")
     await worker.drain()
-    raw = await lrt.redis.hgetall(run_keys(run_id, 4).ckpt)
-    assert list(raw) == [b"lc_agent-0"]
-    checkpoint = orjson.loads(raw[b"lc_agent-0"])
+    saved = await raw(lrt).client.hgetall(raw(lrt).run_keys(run_id).ckpt)
+    assert list(saved) == [b"lc_agent-0"]
+    checkpoint = orjson.loads(saved[b"lc_agent-0"])
     assert checkpoint["pending"] == {
         "tool": "ask_visitor",
         "args": {"question": "Refund or reship?", "choices": ["refund", "reship"]},

@@ -6,17 +6,20 @@ a run without a crash."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("langgraph")
 
+from examples import trace
 from runtime import HookInfo, RunStatus, Runtime
-from runtime._keys import run_keys
 from tests.processes import PARTITIONS, WorkerProcess
+from tests.raw_redis import raw
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 APP = "examples.langchain_agent"
@@ -94,9 +97,13 @@ async def finished(rt: Runtime, fleet: Fleet, run_id: str) -> None:
         await asyncio.sleep(0.02)
 
 
+@pytest.fixture(autouse=True)
+def _trace(demo_trace: Path) -> Path:
+    return demo_trace
+
+
 async def counts(rt: Runtime, run_id: str) -> dict[str, int]:
-    raw = await rt.redis.hgetall(f"parley:demo:lc:{run_id}")
-    return {k.decode(): int(v) for k, v in raw.items()}
+    return trace.counts(os.environ[trace.ENV], run_id)
 
 
 @pytest.mark.parametrize(
@@ -157,4 +164,4 @@ async def test_agent_survives_sigkill(
     types = [e.type for e in await prt.events(run_id)]
     assert types.count("hook.created") == len(answers)
     assert types.count("step.suspended") == len(answers)
-    assert await prt.redis.exists(run_keys(run_id, PARTITIONS).ckpt) == 0
+    assert await raw(prt).client.exists(raw(prt).run_keys(run_id).ckpt) == 0

@@ -23,9 +23,20 @@ async def cli_wf() -> Any:
 
 def parley(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", *args, "--redis", redis_url,
-         "--partitions", str(PARTITIONS)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "runtime.cli",
+            *args,
+            "--redis",
+            redis_url,
+            "--partitions",
+            str(PARTITIONS),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -58,8 +69,9 @@ async def test_runs_and_hooks_commands(redis_url: str) -> None:
         assert table[0].split() == ["RUN", "WORKFLOW", "STATUS", "CREATED", "SESSION"]
         statuses = {line.split()[0]: line.split()[2] for line in table[1:]}
         assert statuses == {answered: "completed", waiting: "suspended", doomed: "cancelled"}
-        only = json.loads(parley(redis_url, "runs", "list", "--status", "completed",
-                                 "--json").stdout)
+        only = json.loads(
+            parley(redis_url, "runs", "list", "--status", "completed", "--json").stdout
+        )
         assert [r["run_id"] for r in only] == [answered]
 
         shown = parley(redis_url, "runs", "show", waiting).stdout

@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from runtime import RunStatus, Runtime
-from runtime._faults import POINTS
-from runtime._keys import run_keys
+from runtime.store.redis import keys as redis_keys
+from runtime.testing import CRASH_POINTS as POINTS
 from tests.processes import PARTITIONS, WorkerProcess
 
 pytestmark = pytest.mark.e2e
@@ -25,8 +25,6 @@ FIRST_EXECUTION = [
     "after_on_created",
 ]
 RESUME = ["before_step_reexecute", "after_step_completed", "after_final_event"]
-
-
 
 
 def test_every_crash_point_is_covered() -> None:
@@ -97,7 +95,7 @@ async def test_crash_at(point: str, prt: Runtime, redis_url: str, sync_redis: re
     outbox = await prt.read_outbox(session)
     assert [m["type"] for _, m in outbox].count("prompt") == 1
     # nothing left behind: no pending task, no deadline, no checkpoint
-    keys = run_keys(run_id, PARTITIONS)
+    keys = redis_keys.run_keys(run_id, PARTITIONS)
     assert sync_redis.xpending(keys.tasks, "workers")["pending"] == 0
     assert sync_redis.zcard(keys.deadlines) == 0
     assert sync_redis.exists(keys.ckpt) == 0

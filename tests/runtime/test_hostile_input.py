@@ -21,7 +21,7 @@ from runtime import (
     step_hook,
     workflow,
 )
-from runtime._keys import make_token, parse_token
+from runtime.ids import make_token, parse_token
 
 json_values = st.recursive(
     st.none()
@@ -29,8 +29,9 @@ json_values = st.recursive(
     | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=50),
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(max_size=10), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
     max_leaves=20,
 )
 

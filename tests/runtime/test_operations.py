@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from runtime import RunStatus, Runtime, Worker, step, step_hook, workflow
-from runtime._keys import run_keys
+from tests.raw_redis import raw
 
 
 @step
@@ -78,20 +78,23 @@ async def test_finished_runs_expire_and_suspended_runs_do_not(redis_url: str) ->
         await worker.drain()
         assert await rt.wait(done, timeout=5) == "ok"
 
+        store = raw(rt)
+
         def keys_of(run_id: str) -> list[str]:
-            k = run_keys(run_id, rt.partitions)
+            k = store.run_keys(run_id)
             return [k.run, k.events, k.ckpt, k.hooks]
 
         # a suspended run holds a bounded number of keys: hash, events, hooks (+ ckpt)
-        assert await rt.redis.exists(*keys_of(waiting)) == 3
+        assert await store.client.exists(*keys_of(waiting)) == 3
         for run_id in (done, cancelled):
             for key in keys_of(run_id):
-                assert await rt.redis.ttl(key) in (-2, 1)  # expiring or already gone
+                assert await store.client.ttl(key) in (-2, 1)  # expiring or already gone
         deadline = time.monotonic() + 5
-        while await rt.redis.exists(*keys_of(done), *keys_of(cancelled), rt.outbox_key(session)):
+        outbox = store.session_key("outbox", session)
+        while await store.client.exists(*keys_of(done), *keys_of(cancelled), outbox):
             assert time.monotonic() < deadline, "finished runs were not removed"
             await asyncio.sleep(0.1)
-        assert await rt.redis.ttl(run_keys(waiting, rt.partitions).run) == -1  # never expires
+        assert await store.client.ttl(store.run_keys(waiting).run) == -1  # never expires
         assert (await rt.get_run(waiting)).status is RunStatus.SUSPENDED
 
 
@@ -107,8 +110,11 @@ async def test_a_session_outbox_expires_only_when_no_prompt_is_pending(redis_url
         await worker.drain()
         assert await rt.wait(first, timeout=5) == "done"
         # the first run finished, but the second's prompt is still pending: no TTL
-        assert await rt.redis.ttl(rt.outbox_key(session)) == -1
+        store = raw(rt)
+        outbox = store.session_key("outbox", session)
+        assert await store.client.ttl(outbox) == -1
         await rt.cancel(second)
-        ttl = await rt.redis.ttl(rt.outbox_key(session))
+        ttl = await store.client.ttl(outbox)
         assert 3500 < ttl <= 3600  # nothing pending any more: retention applies
-        assert await rt.redis.hlen(f"parley:{{p:{run_keys(second, 2).partition}}}:waiting") == 0
+        waiting = store.keys.key("waiting", store.run_keys(second).partition)
+        assert await store.client.hlen(waiting) == 0

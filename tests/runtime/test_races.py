@@ -11,6 +11,7 @@ import pytest
 
 from runtime import RunStatus, Runtime, Worker, hook, step, step_hook, workflow
 from tests.helpers import running
+from tests.raw_redis import raw
 
 calls: Counter[str] = Counter()
 CURRENT: dict[str, Any] = {}
@@ -91,7 +92,9 @@ async def test_a_run_that_ends_closes_its_pending_hooks(rt: Runtime, worker: Wor
     [closed] = await rt.list_hooks(None, run_id=run_id)
     assert closed.status.value == "cancelled"
     assert (await rt.stats())["hooks_pending"] == 0
-    assert sum([await rt.redis.zcard(f"parley:{{p:{p}}}:deadlines") for p in range(4)]) == 0
+    assert (
+        sum([await raw(rt).client.zcard(raw(rt).keys.key("deadlines", p)) for p in range(4)]) == 0
+    )
 
 
 @step(timeout=0.2, retries=1, retry_delay=0)
@@ -112,12 +115,12 @@ async def slow_write_wf() -> Any:
 async def test_a_write_interrupted_by_a_step_timeout_restarts_from_the_log(
     rt: Runtime, worker: Worker
 ) -> None:
-    batcher = rt.scripts.apply.batcher
+    batcher = raw(rt).scripts.batcher
     original = batcher._pipeline
     slowed = {"done": False}
 
     async def slow_once(batch: list[Any]) -> list[Any]:
-        if not slowed["done"] and any(call[0] is rt.scripts.apply for call in batch):
+        if not slowed["done"] and any(call[0] is raw(rt).scripts.apply for call in batch):
             slowed["done"] = True
             await asyncio.sleep(1)  # the step's 0.2 s timeout fires during this write
         return await original(batch)
@@ -183,18 +186,11 @@ async def test_a_worker_hands_back_tasks_of_workflows_it_does_not_run(rt: Runtim
         while other_pool.handed_back < 2:
             assert time.monotonic() < deadline, "the task was not handed back"
             await asyncio.sleep(0.01)
-        run = await rt.redis.hmget(f"parley:{{p:{_partition(rt, run_id)}}}:run:{run_id}",
-                                   "status", "fence")
+        run = await raw(rt).client.hmget(raw(rt).run_keys(run_id).run, "status", "fence")
         assert run == [b"pending", b"0"]  # never claimed
         capable = Worker(rt)  # the default lease is 30 s: this must not wait for it
         async with running(capable):
             assert await rt.wait(run_id, timeout=5) == "ran"
-
-
-def _partition(rt: Runtime, run_id: str) -> int:
-    from runtime._keys import partition_of
-
-    return partition_of(run_id, rt.partitions)
 
 
 in_flight = {"now": 0, "max": 0}

@@ -38,7 +38,7 @@ async def test_acknowledged_answers_survive_a_redis_crash(aof_redis: RedisServer
                 assert await rt.resume_hook(hook.token, f"answer-{i}")  # acknowledged
                 answers[hook.run_id] = f"answer-{i}"
         aof_redis.kill()  # some answers are still being applied by the worker
-        wait_until(lambda: "Redis unavailable" in worker.log(), 15, "the outage to be logged")
+        wait_until(lambda: "(Redis) is unavailable" in worker.log(), 15, "the outage to be logged")
         aof_redis.start()  # same port, same AOF files
 
         async with Runtime(aof_redis.url, partitions=PARTITIONS) as rt:

@@ -17,6 +17,7 @@ from runtime import (
     step_hook,
     workflow,
 )
+from tests.raw_redis import raw
 
 
 class CountingRedis:
@@ -25,7 +26,7 @@ class CountingRedis:
     def __init__(self, rt: Runtime) -> None:
         self.commands: Counter[str] = Counter()
         self.round_trips = 0
-        client = rt.redis
+        client = raw(rt).client
         original = client.execute_command
 
         async def execute_command(*args: Any, **options: Any) -> Any:
@@ -61,15 +62,13 @@ async def test_hitl_lifecycle_round_trips(redis_url: str, on_created: bool) -> N
         worker = Worker(rt)
         counter = CountingRedis(rt)
         run_id = await rt.start(lifecycle, on_created)
-        reply: Any = await rt.redis.xreadgroup("workers", "c", {_tasks(rt, run_id): ">"}, count=10)
-        [[_, [(msg_id, _fields)]]] = reply
-        await worker._execute(run_id, msg_id.decode())  # claim+load, persist+suspend+ack
+        [task] = await rt.store.read_tasks("c", tuple(range(rt.partitions)), 10, None)
+        await worker.tasks.execute(task)  # claim+load, persist+suspend+ack
         [pending] = await rt.list_hooks(run_id=run_id)
         before_answer = counter.round_trips
         await rt.resume_hook(pending.token, "yes")
-        reply = await rt.redis.xreadgroup("workers", "c", {_tasks(rt, run_id): ">"}, count=10)
-        [[_, [(msg_id, _fields)]]] = reply
-        await worker._execute(run_id, msg_id.decode())  # claim+load, finish+ack
+        [task] = await rt.store.read_tasks("c", tuple(range(rt.partitions)), 10, None)
+        await worker.tasks.execute(task)  # claim+load, finish+ack
         engine_commands = counter.commands.copy()
         engine_round_trips = counter.round_trips
         assert await rt.wait(run_id, timeout=5) == "yes"
@@ -81,12 +80,6 @@ async def test_hitl_lifecycle_round_trips(redis_url: str, on_created: bool) -> N
     assert engine_commands["EVALSHA"] == (7 if on_created else 6), engine_commands
     assert set(engine_commands) == {"EVALSHA", "XREADGROUP"}, engine_commands
     assert engine_round_trips - before_answer == 4  # answer, XREADGROUP, claim, finish
-
-
-def _tasks(rt: Runtime, run_id: str) -> str:
-    from runtime._keys import run_keys
-
-    return run_keys(run_id, rt.partitions).tasks
 
 
 @step

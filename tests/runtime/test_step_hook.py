@@ -20,8 +20,8 @@ from runtime import (
     step_hook,
     workflow,
 )
-from runtime._keys import partition_of
 from tests.helpers import running
+from tests.raw_redis import raw
 
 calls: Counter[str] = Counter()
 tokens: list[str] = []
@@ -69,8 +69,8 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
     assert [h.name for h in run.hooks] == ["human_review"]
     assert tokens == [run.hooks[0].token]
     assert worker.running == 0
-    ckpt_key = f"parley:{{p:{run_keys_partition(rt, run_id)}}}:run:{run_id}:ckpt"
-    assert await rt.redis.hgetall(ckpt_key) == {b"review_step-0": b'{"state":"DRAFT"}'}
+    ckpt_key = raw(rt).run_keys(run_id).ckpt
+    assert await raw(rt).client.hgetall(ckpt_key) == {b"review_step-0": b'{"state":"DRAFT"}'}
 
     assert await rt.resume_hook(tokens[0], {"ok": True}) is True
     await worker.drain()
@@ -79,7 +79,7 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
     assert calls["setup"] == 1  # setup ran once across suspend and resume
     assert calls["before_hook"] == 2  # the step re-executed from the top
     assert tokens == [run.hooks[0].token]  # on_created ran once: no re-prompt
-    assert await rt.redis.exists(ckpt_key) == 0  # checkpoint gone after completion
+    assert await raw(rt).client.exists(ckpt_key) == 0  # checkpoint gone after completion
     types = [e.type for e in await rt.events(run_id)]
     assert types == [
         "workflow.started",
@@ -90,10 +90,6 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
         "step.completed",
         "workflow.completed",
     ]
-
-
-def run_keys_partition(rt: Runtime, run_id: str) -> int:
-    return partition_of(run_id, rt.partitions)
 
 
 @step

@@ -35,7 +35,11 @@ async def test_thousand_suspended_runs_hold_no_task_or_thread(redis_url: str) ->
             while worker.running:
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.01)
-            assert len(asyncio.all_tasks()) <= idle_tasks
+            # (a pipelined round trip of the background loops may be in flight for a moment;
+            # a task held per suspended run would never go)
+            while len(asyncio.all_tasks()) > idle_tasks:
+                assert time.monotonic() < deadline, [t.get_coro() for t in asyncio.all_tasks()]
+                await asyncio.sleep(0.01)
             assert threading.active_count() <= idle_threads
             statuses = {(await rt.get_run(r)).status for r in run_ids[:50]}
             assert statuses == {RunStatus.SUSPENDED}

@@ -9,14 +9,11 @@ import pytest
 import redis
 
 from runtime import RunStatus, Runtime
-from runtime._keys import run_keys
+from runtime.store.redis import keys as redis_keys
 from tests.processes import PARTITIONS, WorkerProcess, wait_until
 
 pytestmark = pytest.mark.e2e
 APP = "tests.apps.hitl_app"
-
-
-
 
 
 async def _until_status(rt: Runtime, run_id: str, status: RunStatus, timeout: float = 15) -> None:
@@ -80,7 +77,7 @@ async def test_crash_after_hook_created_does_not_duplicate_it(
     assert sync_redis.get(f"test:applied:{run_id}") == b"1"
     prompts = [m for _, m in await prt.read_outbox(session) if m["type"] == "prompt"]
     assert len(prompts) == 1  # the visitor was prompted once
-    keys = run_keys(run_id, PARTITIONS)
+    keys = redis_keys.run_keys(run_id, PARTITIONS)
     assert sync_redis.xpending(keys.tasks, "workers")["pending"] == 0
     assert sync_redis.exists(keys.ckpt) == 0
     assert sync_redis.zcard(keys.deadlines) == 0

@@ -29,6 +29,7 @@ from runtime import (
     workflow,
 )
 from tests.helpers import running
+from tests.raw_redis import raw
 
 calls: Counter[str] = Counter()
 
@@ -172,9 +173,9 @@ async def long_sleep() -> None:
 async def test_cancel_suspended_run_cleans_deadlines(rt: Runtime, worker: Worker) -> None:
     run_id = await rt.start(long_sleep)
     await worker.drain()
-    assert await rt.redis.zcard(_deadlines(rt, run_id)) == 1
+    assert await raw(rt).client.zcard(_deadlines(rt, run_id)) == 1
     await rt.cancel(run_id, reason="operator")
-    assert await rt.redis.zcard(_deadlines(rt, run_id)) == 0
+    assert await raw(rt).client.zcard(_deadlines(rt, run_id)) == 0
     with pytest.raises(RunCancelled):
         await rt.wait(run_id, timeout=1)
     assert (await rt.events(run_id))[-1].data == {"reason": "operator"}
@@ -214,7 +215,7 @@ async def test_cancel_running_run_stops_its_writes(rt: Runtime) -> None:
     types = [e.type for e in await rt.events(run_id)]
     assert types[-1] == "workflow.cancelled"
     assert "step.completed" not in types
-    assert await rt.redis.xpending(_tasks(rt, run_id), "workers") == {
+    assert await raw(rt).client.xpending(_tasks(rt, run_id), "workers") == {
         "pending": 0,
         "min": None,
         "max": None,
@@ -223,15 +224,11 @@ async def test_cancel_running_run_stops_its_writes(rt: Runtime) -> None:
 
 
 def _deadlines(rt: Runtime, run_id: str) -> str:
-    from runtime._keys import run_keys
-
-    return run_keys(run_id, rt.partitions).deadlines
+    return raw(rt).run_keys(run_id).deadlines
 
 
 def _tasks(rt: Runtime, run_id: str) -> str:
-    from runtime._keys import run_keys
-
-    return run_keys(run_id, rt.partitions).tasks
+    return raw(rt).run_keys(run_id).tasks
 
 
 @workflow(name="chatty")

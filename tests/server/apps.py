@@ -22,7 +22,10 @@ async def srv_echo(value: Any, *, twice: bool = False) -> Any:
 @step(name="approve")
 async def approve_step(timeout: float | None) -> Any:
     answer = await step_hook(
-        "approval", timeout=timeout, schema=APPROVAL_SCHEMA, on_timeout="return",
+        "approval",
+        timeout=timeout,
+        schema=APPROVAL_SCHEMA,
+        on_timeout="return",
         prompt="Approve the refund?",
     )
     return "timed out" if answer is STEP_HOOK_TIMEOUT else answer

@@ -25,8 +25,9 @@ def private_redis() -> Iterator[RedisServer]:
 
 
 def test_http_api_reports_the_outage_and_recovers(private_redis: RedisServer) -> None:
-    app = create_app(Runtime(private_redis.url, partitions=4), API_KEY,
-                     config=ServerConfig(api_key=API_KEY))
+    app = create_app(
+        Runtime(private_redis.url, partitions=4), API_KEY, config=ServerConfig(api_key=API_KEY)
+    )
     with TestClient(app) as client:
         missing = "/api/runs/r-" + "0" * 24
         assert client.get(missing, headers=AUTH).status_code == 404

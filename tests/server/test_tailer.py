@@ -19,6 +19,7 @@ from starlette.websockets import WebSocketDisconnect
 from runtime import Runtime
 from server.tailer import CLOSE_TOO_SLOW, OutboxTailer, Subscription
 from server.ws import SessionSocket
+from tests.raw_redis import raw
 
 from .conftest import AUTH, make_client
 from .test_ws import new_session
@@ -29,11 +30,11 @@ BLOCK_MS = 2_000  # the longest block allowed (MAX_BLOCK_SECONDS)
 def same_partition_sessions(rt: Runtime, new: Any, n: int) -> list[str]:
     """``n`` new sessions whose outboxes share one partition (so one reader serves all)."""
     first = new()
-    tag = rt.outbox_key(first).split("}")[0]
+    tag = rt.store.outbox_group(first)
     found = [first]
     while len(found) < n:
         session = new()
-        if rt.outbox_key(session).split("}")[0] == tag:
+        if rt.store.outbox_group(session) == tag:
             found.append(session)
     return found
 
@@ -45,14 +46,16 @@ def test_300_sockets_on_one_server_all_get_their_prompts(client: TestClient) -> 
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
     sessions = [new_session(client) for _ in range(n)]
     with contextlib.ExitStack() as stack:
-        sockets = [stack.enter_context(client.websocket_connect(f"/ws/sessions/{s}"))
-                   for s in sessions]
+        sockets = [
+            stack.enter_context(client.websocket_connect(f"/ws/sessions/{s}")) for s in sessions
+        ]
         for ws in sockets:
             assert ws.receive_json()["type"] == "ready"
         runs = {}
         for session in sessions:
-            r = client.post("/api/runs", json={"workflow": "srv_approval", "session": session},
-                            headers=AUTH)
+            r = client.post(
+                "/api/runs", json={"workflow": "srv_approval", "session": session}, headers=AUTH
+            )
             assert r.status_code == 201, r.text
             runs[session] = r.json()["run_id"]
         for session, ws in zip(sessions, sockets, strict=True):
@@ -121,8 +124,10 @@ async def test_a_second_socket_with_an_older_cursor_gets_everything_once(
             await _until(lambda: _blocked_xread(observer))
             # Appended while the loop is held: the reader's reply (this entry) is not
             # processed before the older page has subscribed.
-            raw: Any = blocking.xadd(rt.outbox_key(session), {"m": orjson.dumps({"n": 3})})
-            ids.append(raw.decode())
+            added: Any = blocking.xadd(
+                raw(rt).session_key("outbox", session), {"m": orjson.dumps({"n": 3})}
+            )
+            ids.append(added.decode())
             old = await tailer.subscribe(session, ids[0])
 
             async def drain(sub: Subscription, k: int) -> list[str]:
@@ -160,8 +165,10 @@ def test_a_slow_socket_is_closed_and_the_others_keep_their_pace(
         portal = client.portal
         assert portal is not None
         try:
-            with client.websocket_connect(f"/ws/sessions/{slow_session}") as slow_ws, \
-                 client.websocket_connect(f"/ws/sessions/{fast_session}") as fast_ws:
+            with (
+                client.websocket_connect(f"/ws/sessions/{slow_session}") as slow_ws,
+                client.websocket_connect(f"/ws/sessions/{fast_session}") as fast_ws,
+            ):
                 slow_ws.receive_json()
                 fast_ws.receive_json()
                 for i in range(n):
@@ -180,9 +187,7 @@ def test_a_slow_socket_is_closed_and_the_others_keep_their_pace(
                 assert fast_ws.receive_json()["n"] == n
             # The slow page reconnects with its last id and gets the rest, once.
             slow.clear()
-            with client.websocket_connect(
-                f"/ws/sessions/{slow_session}?after={first['id']}"
-            ) as ws:
+            with client.websocket_connect(f"/ws/sessions/{slow_session}?after={first['id']}") as ws:
                 ws.receive_json()
                 assert [ws.receive_json()["n"] for _ in range(n - 1)] == list(range(1, n))
         finally:

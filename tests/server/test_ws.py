@@ -91,8 +91,9 @@ def test_reconnect_with_last_id_gets_only_what_is_new(client: TestClient) -> Non
         ws.receive_json()
         prompt = converse_until_prompt(client, ws)
     # Answer over HTTP while no page is connected; the page comes back after the prompt.
-    r = client.post(f"/api/hooks/{prompt['token']}", json={"payload": "Something else"},
-                    headers=AUTH)
+    r = client.post(
+        f"/api/hooks/{prompt['token']}", json={"payload": "Something else"}, headers=AUTH
+    )
     assert r.status_code == 200
     with client.websocket_connect(f"/ws/sessions/{session}?after={prompt['id']}") as ws:
         assert ws.receive_json()["after"] == prompt["id"]
@@ -117,8 +118,7 @@ def test_a_socket_cannot_answer_another_sessions_hook(client: TestClient) -> Non
     with client.websocket_connect(f"/ws/sessions/{session_a}") as ws_a:
         ws_a.receive_json()
         for token in (prompt_b["token"], other_token):
-            ws_a.send_json({"type": "answer", "token": token, "payload": "Parley Cloud",
-                            "ref": 9})
+            ws_a.send_json({"type": "answer", "token": token, "payload": "Parley Cloud", "ref": 9})
             reply = ws_a.receive_json()
             assert reply["type"] == "error" and reply["error"] == "forbidden", reply
             assert reply["ref"] == 9
@@ -141,14 +141,22 @@ def test_bad_frames_get_error_frames_and_change_nothing(client: TestClient) -> N
             (lambda: ws.send_json({"type": "launch"}), "unknown_type"),
             (lambda: ws.send_json({"no": "type"}), "unknown_type"),
             (lambda: ws.send_json({"type": "answer", "token": token}), "malformed"),
-            (lambda: ws.send_json({"type": "answer", "token": token, "payload": "Nope"}),
-             "invalid_payload"),
-            (lambda: ws.send_json({"type": "answer", "token": token, "payload": 3}),
-             "invalid_payload"),
-            (lambda: ws.send_json({"type": "answer", "token": "junk", "payload": 1}),
-             "invalid_token"),
-            (lambda: ws.send_text('{"type": "message", "text": "' + "x" * 70_000 + '"}'),
-             "frame_too_large"),
+            (
+                lambda: ws.send_json({"type": "answer", "token": token, "payload": "Nope"}),
+                "invalid_payload",
+            ),
+            (
+                lambda: ws.send_json({"type": "answer", "token": token, "payload": 3}),
+                "invalid_payload",
+            ),
+            (
+                lambda: ws.send_json({"type": "answer", "token": "junk", "payload": 1}),
+                "invalid_token",
+            ),
+            (
+                lambda: ws.send_text('{"type": "message", "text": "' + "x" * 70_000 + '"}'),
+                "frame_too_large",
+            ),
             (lambda: ws.send_json({"type": "message", "text": "hello again"}), "busy"),
             (lambda: ws.send_json({"type": "message", "text": "   "}), "invalid_message"),
         ]
@@ -186,8 +194,9 @@ def test_http_answer_is_pushed_to_the_page(client: TestClient) -> None:
     with client.websocket_connect(f"/ws/sessions/{session}") as ws:
         ws.receive_json()
         prompt = converse_until_prompt(client, ws)
-        r = client.post(f"/api/hooks/{prompt['token']}", json={"payload": "Parley Cloud"},
-                        headers=AUTH)
+        r = client.post(
+            f"/api/hooks/{prompt['token']}", json={"payload": "Parley Cloud"}, headers=AUTH
+        )
         assert r.json()["recorded"] is True
         frames = until(ws, lambda f: f["type"] == "status")
         assert [f["token"] for f in frames if f["type"] == "answered"] == [prompt["token"]]
@@ -206,8 +215,9 @@ def test_a_page_may_pick_another_offered_agent(redis_url: str, monkeypatch: Any)
             ws.send_json({"type": "message", "text": "hi", "agent": "nope", "ref": "x"})
             error = until(ws, lambda f: f.get("ref") == "x")[-1]
             assert error["error"] == "unknown_agent" and "langchain_agent" in error["message"]
-            ws.send_json({"type": "message", "text": "where is my order 1234?",
-                          "agent": "langchain_agent"})
+            ws.send_json(
+                {"type": "message", "text": "where is my order 1234?", "agent": "langchain_agent"}
+            )
             prompt = until(ws, lambda f: f["type"] == "prompt")[-1]
             run = client.get(f"/api/runs/{prompt['run_id']}", headers=AUTH).json()
             assert run["workflow"] == "langchain_agent"

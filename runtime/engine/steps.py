@@ -6,20 +6,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import _faults
-from ._codec import encode_value
-from ._execution import (
-    Execution,
-    StepScope,
-    Suspend,
-    current_execution,
-    current_step,
-    describe_error,
-    encode_fragment,
-    now_ms,
-)
-from .errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
-from .registry import StepOptions
+from .. import _faults
+from .._clock import now_ms
+from .._codec import encode_fragment, encode_value
+from ..errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
+from ..models import EventType
+from ..registry import StepOptions
+from .execution import Execution, current_execution, current_step, describe_error
+from .signals import StepScope, Suspend
 
 # Failures that re-running cannot fix: retrying would only burn attempts.
 _NOT_RETRIED: tuple[type[BaseException], ...] = (HookTimeout, UsageError, EventLimitExceeded)
@@ -60,7 +54,7 @@ async def call_step(
             started: dict[str, Any] = {"step_id": step_id, "name": options.name}
             if attempt:
                 started["attempt"] = attempt
-            execution.record("step.started", started)
+            execution.record(EventType.STEP_STARTED, started)
             _faults.crash_point("after_step_start")
         else:
             _faults.crash_point("before_step_reexecute")
@@ -82,18 +76,17 @@ async def call_step(
         encoded = encode_value(
             result,
             what=f"result of step {step_id!r}",
-            limit=execution.runtime.limits.max_payload_bytes,
+            limit=execution.limits.max_payload_bytes,
             run_id=execution.run_id,
         )
-        value = execution.runtime.decode(encoded)
-        execution.record_raw(
-            "step.completed",
+        value = execution.decode(encoded)
+        execution.record_encoded(
+            EventType.STEP_COMPLETED,
             encode_fragment("result", encoded, step_id=step_id),
             {"step_id": step_id, "result": value},
         )
-        if step_id in execution.checkpoints:
-            execution.checkpoints.pop(step_id)
-            execution.op("D", step_id)
+        if execution.checkpoints.pop(step_id, None) is not None:
+            execution.writes.delete_checkpoint(step_id)
         execution.flush_before_step = True
         _faults.crash_point("after_step_completed")
         return value
@@ -108,24 +101,25 @@ async def _record_failure(
     retryable = not isinstance(exc, _NOT_RETRIED)
     if not retryable or attempt >= options.retries:
         execution.record(
-            "step.failed", {"step_id": step_id, "attempt": attempt, "error": error, "final": True}
+            EventType.STEP_FAILED,
+            {"step_id": step_id, "attempt": attempt, "error": error, "final": True},
         )
-        if step_id in execution.checkpoints:
-            execution.checkpoints.pop(step_id)
-            execution.op("D", step_id)
+        if execution.checkpoints.pop(step_id, None) is not None:
+            execution.writes.delete_checkpoint(step_id)
         execution.flush_before_step = True
         raise _step_failed(execution, step_id, error) from exc
     delay = options.retry_delay * options.backoff**attempt
     if delay <= 0:
         execution.record(
-            "step.failed", {"step_id": step_id, "attempt": attempt, "error": error, "final": False}
+            EventType.STEP_FAILED,
+            {"step_id": step_id, "attempt": attempt, "error": error, "final": False},
         )
         execution.flush_before_step = True
         return attempt + 1
     timer_id = f"r.{step_id}.{attempt}"
     due = now_ms() + int(delay * 1000)
     execution.record(
-        "step.failed",
+        EventType.STEP_FAILED,
         {
             "step_id": step_id,
             "attempt": attempt,
@@ -135,9 +129,7 @@ async def _record_failure(
             "retry_at": due,
         },
     )
-    member = f"{execution.run_id}|t|{timer_id}"
-    execution.op("Z", due, member)
-    execution.op("F", "dl", member)
+    execution.writes.schedule_timer(timer_id, due)
     raise Suspend(timer_id)
 
 

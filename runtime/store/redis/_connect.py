@@ -1,9 +1,9 @@
-"""Connecting to Redis from a URL, and the script registry.
+"""A Redis client from a URL.
 
 ``redis://`` / ``rediss://`` / ``unix://``: a real Redis server.
 ``redis+cluster://host:port[,host:port...]``: a Redis Cluster (any reachable nodes; the
 rest are discovered). ``memory://[name]``: an in-process fakeredis server (the embedded
-default); runtimes in one process that use the same name share one store.
+default); stores in one process that use the same name share it.
 """
 
 from __future__ import annotations
@@ -12,16 +12,17 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 
-from . import _scripts
-from ._batch import Batcher, Script
-from .errors import UsageError
-
-_memory_servers: dict[str, Any] = {}
-
+from ...errors import UsageError
+from ...settings import (
+    HEALTH_CHECK_SECONDS,
+    POOL_MAX_CONNECTIONS,
+    POOL_WAIT_SECONDS,
+    SOCKET_TIMEOUT_SECONDS,
+)
 
 CLUSTER_SCHEME = "redis+cluster://"
-# The longest BLOCK of any XREAD/XREADGROUP Parley sends.
-MAX_BLOCK_SECONDS = 2.0
+MEMORY_SCHEME = "memory://"
+_memory_servers: dict[str, Any] = {}
 
 
 def is_cluster_url(url: str) -> bool:
@@ -39,9 +40,9 @@ def _cluster(url: str) -> aioredis.Redis:
         nodes.append(ClusterNode(host, int(port)))
     client = RedisCluster(
         startup_nodes=nodes,
-        max_connections=256,
+        max_connections=POOL_MAX_CONNECTIONS,
         socket_keepalive=True,
-        socket_timeout=MAX_BLOCK_SECONDS * 5,
+        socket_timeout=SOCKET_TIMEOUT_SECONDS,
     )
     # RedisCluster offers the commands Parley uses with the same signatures; every
     # multi-key operation is a single-slot script, so nothing here needs cross-slot routing.
@@ -51,10 +52,10 @@ def _cluster(url: str) -> aioredis.Redis:
 def connect(url: str) -> aioredis.Redis:
     if is_cluster_url(url):
         return _cluster(url)
-    if url.startswith("memory://"):
+    if url.startswith(MEMORY_SCHEME):
         import fakeredis
 
-        name = url[len("memory://") :] or "default"
+        name = url[len(MEMORY_SCHEME) :] or "default"
         server = _memory_servers.get(name)
         if server is None:
             server = _memory_servers[name] = fakeredis.FakeServer()
@@ -64,32 +65,14 @@ def connect(url: str) -> aioredis.Redis:
         # A blocking pool: under a burst, callers wait for a connection instead of failing.
         pool = aioredis.BlockingConnectionPool.from_url(
             url,
-            max_connections=256,
-            timeout=30,
-            health_check_interval=15,
+            max_connections=POOL_MAX_CONNECTIONS,
+            timeout=POOL_WAIT_SECONDS,
+            health_check_interval=HEALTH_CHECK_SECONDS,
             socket_keepalive=True,
-            # Longer than any blocking read Parley issues (MAX_BLOCK_SECONDS), so a
-            # timeout means a dead server, not a quiet stream.
-            socket_timeout=MAX_BLOCK_SECONDS * 5,
+            socket_timeout=SOCKET_TIMEOUT_SECONDS,
         )
         return aioredis.Redis(connection_pool=pool)
     raise UsageError(
         f"expected a Redis URL 'redis://host:port[/db]', 'rediss://...', 'unix://...', "
         f"'redis+cluster://host:port,...' or 'memory://[name]', got {url!r}"
     )
-
-
-class Scripts:
-    """The Lua scripts of :mod:`runtime._scripts`, called by EVALSHA through one
-    auto-pipelining :class:`~runtime._batch.Batcher` (reloaded on NOSCRIPT)."""
-
-    def __init__(self, client: aioredis.Redis, *, cluster: bool) -> None:
-        batcher = Batcher(client, pipelined=not cluster)
-        self.claim = Script(batcher, _scripts.CLAIM)
-        self.apply = Script(batcher, _scripts.APPLY)
-        self.resume = Script(batcher, _scripts.RESUME)
-        self.fire_due = Script(batcher, _scripts.FIRE_DUE)
-        self.cancel = Script(batcher, _scripts.CANCEL)
-        self.heartbeat = Script(batcher, _scripts.HEARTBEAT)
-        self.start = Script(batcher, _scripts.START)
-        self.wait_state = Script(batcher, _scripts.WAIT_STATE)

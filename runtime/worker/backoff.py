@@ -1,4 +1,4 @@
-"""Riding out a Redis outage in a background loop."""
+"""Riding out a store outage in a background loop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ log = logging.getLogger("parley.worker")
 
 
 class Backoff:
-    """Exponential backoff for a loop while Redis is unreachable; logs the outage once."""
+    """Exponential backoff for a loop while the store is unreachable; logs the outage once."""
 
     def __init__(self, what: str) -> None:
         self.what = what
@@ -17,11 +17,11 @@ class Backoff:
 
     async def wait(self, exc: BaseException) -> None:
         if self.delay == 0.0:
-            log.error("%s: Redis unavailable (%s); retrying with backoff", self.what, exc)
+            log.error("%s: store unavailable (%s); retrying with backoff", self.what, exc)
         self.delay = min(max(self.delay * 2, 0.05), 2.0)
         await asyncio.sleep(self.delay)
 
     def reset(self) -> None:
         if self.delay:
-            log.warning("%s: Redis reachable again", self.what)
+            log.warning("%s: store reachable again", self.what)
         self.delay = 0.0

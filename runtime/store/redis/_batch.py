@@ -24,6 +24,8 @@ Arg = bytes | str | int | float
 
 
 class Script:
+    """One Lua script, called by EVALSHA through the batcher."""
+
     def __init__(self, batcher: Batcher, source: str) -> None:
         self.batcher = batcher
         self.source = source
@@ -37,6 +39,8 @@ _Call = tuple[Script, Sequence[str], Sequence[Arg], "asyncio.Future[Any]"]
 
 
 class Batcher:
+    """Collects the script calls of one event-loop turn and sends them as one pipeline."""
+
     def __init__(self, client: aioredis.Redis, *, pipelined: bool) -> None:
         self.client = client
         # Off on Redis Cluster: a pipeline there splits by node, so direct calls are as

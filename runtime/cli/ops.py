@@ -6,6 +6,7 @@ Human-readable tables by default, ``--json`` for scripts (one JSON document on s
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -13,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from .errors import ParleyError, UsageError
-from .models import Event
-from .runtime import Runtime
+from ..client import Runtime
+from ..errors import ParleyError, UsageError
+from ..models import Event
 
 
 def add_commands(sub: Any, add_common: Any) -> None:
@@ -42,6 +43,11 @@ def add_commands(sub: Any, add_common: Any) -> None:
     for parser in (listing, show, cancel, hooks_list, resume):
         add_common(parser)
         parser.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.set_defaults(handler=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    return asyncio.run(run(args))
 
 
 async def run(args: argparse.Namespace) -> int:

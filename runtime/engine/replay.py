@@ -6,11 +6,11 @@ with n events costs O(n) once, not O(n) per primitive call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._codec import loads
-from .models import Event
+from ..models import Event, EventType
 
 
 @dataclass(slots=True)
@@ -23,6 +23,11 @@ class StepFailure:
 
 @dataclass(slots=True)
 class ReplayIndex:
+    """What a run's log says so far, by what a primitive looks up: step results and
+    failures, hooks created/answered/expired, timers scheduled/fired, recorded
+    suspensions. Built once per execution; the execution's own writes are added as they
+    are buffered, so replay sees them at once."""
+
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
     completed: dict[str, Any] = field(default_factory=dict)  # step id -> result
@@ -35,7 +40,7 @@ class ReplayIndex:
     timers: dict[str, int] = field(default_factory=dict)  # timer id -> due ms
     fired: set[str] = field(default_factory=set)
 
-    def add(self, event_type: str, data: dict[str, Any]) -> None:
+    def add(self, event_type: EventType | str, data: dict[str, Any]) -> None:
         handler = _HANDLERS.get(event_type)
         if handler is not None:
             handler(self, data)
@@ -98,32 +103,16 @@ def _timer_fired(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.fired.add(data["timer_id"])
 
 
-_HANDLERS = {
-    "workflow.started": _started,
-    "step.started": _step_started,
-    "step.completed": _step_completed,
-    "step.failed": _step_failed,
-    "step.suspended": _suspended,
-    "workflow.suspended": _suspended,
-    "hook.created": _hook_created,
-    "hook.received": _hook_received,
-    "hook.expired": _hook_expired,
-    "timer.scheduled": _timer_scheduled,
-    "timer.fired": _timer_fired,
+_HANDLERS: dict[str, Callable[[ReplayIndex, dict[str, Any]], None]] = {
+    EventType.WORKFLOW_STARTED: _started,
+    EventType.STEP_STARTED: _step_started,
+    EventType.STEP_COMPLETED: _step_completed,
+    EventType.STEP_FAILED: _step_failed,
+    EventType.STEP_SUSPENDED: _suspended,
+    EventType.WORKFLOW_SUSPENDED: _suspended,
+    EventType.HOOK_CREATED: _hook_created,
+    EventType.HOOK_RECEIVED: _hook_received,
+    EventType.HOOK_EXPIRED: _hook_expired,
+    EventType.TIMER_SCHEDULED: _timer_scheduled,
+    EventType.TIMER_FIRED: _timer_fired,
 }
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def parse_stream_entries(entries: list[Any]) -> list[Event]:
-    """Events from the raw reply of XRANGE on a run's event stream."""
-    events = []
-    for entry_id, fields in entries:
-        if isinstance(fields, dict):
-            mapping = {_text(k): v for k, v in fields.items()}
-        else:
-            mapping = {_text(fields[i]): fields[i + 1] for i in range(0, len(fields), 2)}
-        events.append(Event(_text(entry_id), _text(mapping["t"]), loads(mapping["d"])))
-    return events

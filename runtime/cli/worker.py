@@ -1,0 +1,75 @@
+"""``parley worker``: a worker process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from ..client import Runtime
+from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
+from ..worker import Worker
+
+
+def add_command(sub: Any, add_common: Any) -> None:
+    parser = sub.add_parser("worker", help="run a worker process")
+    add_common(parser)
+    parser.add_argument(
+        "--app", action="append", required=True, help="module defining the workflows (repeatable)"
+    )
+    parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    parser.add_argument(
+        "--workflow",
+        action="append",
+        help="execute only this workflow (repeatable; default: every one the apps register)",
+    )
+    parser.add_argument(
+        "--lease", type=float, default=DEFAULT_LEASE_SECONDS, help="lease / visibility timeout, s"
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=Settings.from_env().metrics_port,
+        help="serve Prometheus metrics on this port (0: off)",
+    )
+    parser.set_defaults(handler=_worker_command)
+
+
+def _worker_command(args: argparse.Namespace) -> int:
+    asyncio.run(_run_worker(args))
+    return 0
+
+
+async def _run_worker(args: argparse.Namespace) -> None:
+    runtime = Runtime(args.redis, partitions=args.partitions, lease_seconds=args.lease)
+    worker = Worker(runtime, app=args.app, concurrency=args.concurrency, workflows=args.workflow)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, worker.stop)
+    logging.getLogger("parley.worker").info(
+        "worker %s started on %s (%d partitions)", worker.consumer, runtime.url, runtime.partitions
+    )
+
+    async def announce_ready() -> None:
+        await worker.ready.wait()
+        # Readiness line for supervisors and tests (stdout, flushed).
+        print(f"parley worker ready {worker.consumer}", flush=True)
+
+    async with runtime:
+        side_tasks = [asyncio.create_task(announce_ready())]
+        if args.metrics_port:
+            _serve_metrics(worker, args.metrics_port)
+        await worker.run()
+        for task in side_tasks:
+            task.cancel()
+
+
+def _serve_metrics(worker: Worker, port: int) -> None:
+    """Prometheus exposition on a port (one thread for the HTTP server; store-wide
+    figures are read from the store on the worker's loop at each scrape)."""
+    from prometheus_client import start_http_server
+
+    worker.metrics.store.refresh_on_scrape(asyncio.get_running_loop(), worker.runtime)
+    start_http_server(port, addr="0.0.0.0", registry=worker.metrics.registry)

@@ -1,0 +1,332 @@
+"""The client side of Parley: start runs, answer hooks, inspect and cancel runs, and the
+chat sessions' messages. Everything goes through the store protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import Any
+
+import jsonschema
+import orjson
+
+from ._codec import Duration, encode_fragment, encode_value, loads, parse_duration
+from .errors import (
+    EventLimitExceeded,
+    HookAlreadyAnswered,
+    HookCancelled,
+    HookExpired,
+    HookNotFound,
+    InvalidPayload,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunNotFound,
+    UsageError,
+    WaitTimeout,
+    WorkflowNotFound,
+)
+from .ids import check_run_id, check_session_id, new_session_id, parse_token
+from .models import Event, HookInfo, HookStatus, RunInfo, RunStatus
+from .registry import get_workflow
+from .settings import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_PARTITIONS,
+    DEFAULT_RETENTION,
+    DEFAULT_URL,
+    MAX_BLOCK_SECONDS,
+    Limits,
+    Settings,
+)
+from .store import Answer, CancelOutcome, ResumeOutcome, Store, open_store
+
+__all__ = ["Limits", "Runtime"]
+
+
+class _Connect:
+    """``await Runtime.connect(url, **options)`` builds and connects a runtime (the design's
+    ``connect(url)``); ``await rt.connect()`` connects an existing one (idempotent). Either
+    way, ``await rt.close()`` — or use ``async with Runtime(url) as rt``."""
+
+    def __get__(
+        self, runtime: Runtime | None, owner: type[Runtime]
+    ) -> Callable[..., Awaitable[Runtime]]:
+        if runtime is not None:
+            return runtime._connect
+
+        async def connect_new(redis_url: str | None = None, **options: Any) -> Runtime:
+            return await owner(redis_url, **options)._connect()
+
+        return connect_new
+
+
+class Runtime:
+    """A connection to a Parley store.
+
+    ``redis_url`` is ``redis://...``, ``redis+cluster://...`` or ``memory://`` (default:
+    ``$REDIS_URL``, else the embedded in-process store). ``partitions`` is fixed per
+    deployment.
+    """
+
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        *,
+        partitions: int = DEFAULT_PARTITIONS,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        limits: Limits | None = None,
+        retention: Duration = DEFAULT_RETENTION,
+    ) -> None:
+        if partitions < 1:
+            raise UsageError(f"partitions must be >= 1, got {partitions}")
+        self.url = redis_url or Settings.from_env().redis_url or DEFAULT_URL
+        self.partitions = partitions
+        self.lease_ms = int(lease_seconds * 1000)
+        self.limits = limits or Limits()
+        # Finished (completed, failed, cancelled) runs keep their keys this long.
+        self.retention_seconds = max(1, int(parse_duration(retention, what="retention")))
+        self.store: Store = open_store(self.url, partitions=partitions)
+        self._connected = False
+
+    def __repr__(self) -> str:
+        return f"<Runtime {self.url} partitions={self.partitions}>"
+
+    # connection ------------------------------------------------------------------------
+    connect = _Connect()
+
+    async def _connect(self) -> Runtime:
+        if not self._connected:
+            await self.store.open()
+            self._connected = True
+        return self
+
+    async def close(self) -> None:
+        if self._connected:
+            await self.store.close()
+            self._connected = False
+
+    async def __aenter__(self) -> Runtime:
+        return await self.connect()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def ping(self) -> None:
+        """Raise :class:`~runtime.errors.StoreUnavailable` unless the store answers."""
+        await self.store.ping()
+
+    @staticmethod
+    def decode(data: bytes) -> Any:
+        return loads(data)
+
+    # runs ------------------------------------------------------------------------------
+    async def start(
+        self,
+        workflow: str | Callable[..., Any],
+        /,
+        *args: Any,
+        session: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Start a run of ``workflow`` (the function or its registered name); returns its id."""
+        name = await self._workflow_name(workflow)
+        if session is not None:
+            check_session_id(session)
+        run_input = encode_value(
+            {"args": list(args), "kwargs": kwargs} if kwargs else {"args": list(args)},
+            what="workflow input",
+            limit=self.limits.max_payload_bytes,
+        )
+        run_id = self.store.new_run_id(session)
+        await self.store.start(run_id, name, session, run_input)
+        return run_id
+
+    async def _workflow_name(self, workflow: str | Callable[..., Any]) -> str:
+        """The registered name; a name unknown here is accepted when a worker announced it
+        (a server need not import the workflows' code)."""
+        try:
+            return get_workflow(workflow).name
+        except WorkflowNotFound:
+            if isinstance(workflow, str) and await self.store.workflow_announced(workflow):
+                return workflow
+            raise
+
+    async def announce_workflows(self, names: Iterable[str]) -> None:
+        """Record the workflow names a worker can execute (see :meth:`start`)."""
+        await self.store.announce_workflows(list(names))
+
+    async def resume_hook(self, token: str, payload: Any) -> bool:
+        """Deliver ``payload`` as the answer of the hook ``token``.
+
+        Returns True when the answer was recorded, False when the same answer had already
+        been accepted (idempotent). Raises InvalidToken, HookNotFound, RunNotFound,
+        HookAlreadyAnswered (a different answer was accepted), HookExpired/HookCancelled,
+        RunFinished, InvalidPayload/PayloadTooLarge; none of these changes anything.
+        """
+        run_id, hook_id = parse_token(token)
+        ids = {"run_id": run_id, "hook_id": hook_id}
+        encoded = encode_value(
+            payload, what="hook payload", limit=self.limits.max_payload_bytes, **ids
+        )
+        answer = Answer(
+            run_id=run_id,
+            hook_id=hook_id,
+            token=token,
+            payload=encoded,
+            digest=hashlib.sha1(encoded).hexdigest(),
+            event=encode_fragment("payload", encoded, hook_id=hook_id),
+            announcement=encode_fragment(
+                "payload", encoded, type="answered", run_id=run_id, token=token
+            ),
+        )
+        resumed = await self.store.resume(answer, max_events=self.limits.max_events)
+        if resumed.outcome is ResumeOutcome.NEEDS_VALIDATION:
+            _validate(resumed.schema or {}, payload, run_id, hook_id)
+            resumed = await self.store.resume(
+                dataclasses.replace(answer, validated=True), max_events=self.limits.max_events
+            )
+        outcome = resumed.outcome
+        if outcome is ResumeOutcome.RECORDED:
+            return True
+        if outcome is ResumeOutcome.DUPLICATE:
+            return False
+        if outcome is ResumeOutcome.NO_RUN:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        if outcome is ResumeOutcome.NO_HOOK:
+            raise HookNotFound(f"run has no hook {hook_id!r}", **ids)
+        if outcome is ResumeOutcome.CONFLICT:
+            raise HookAlreadyAnswered("a different answer was already accepted", **ids)
+        if outcome is ResumeOutcome.EXPIRED:
+            raise HookExpired("the hook expired before this answer", **ids)
+        if outcome is ResumeOutcome.CANCELLED:
+            raise HookCancelled("the run was cancelled; the hook no longer takes answers", **ids)
+        if outcome is ResumeOutcome.FINISHED:
+            raise RunFinished(f"run already {resumed.run_status}", **ids)
+        if outcome is ResumeOutcome.LIMIT:
+            raise EventLimitExceeded("the run reached its maximum number of events", **ids)
+        raise AssertionError(f"unexpected resume outcome {outcome!r}")
+
+    async def get_run(self, run_id: str) -> RunInfo:
+        info = await self.store.get_run(check_run_id(run_id))
+        if info is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        return info
+
+    async def wait(self, run_id: str, timeout: float = 30.0) -> Any:
+        """Wait until the run finishes; return its result, or raise RunFailed /
+        RunCancelled / WaitTimeout. Blocks on the run's event log (no polling)."""
+        check_run_id(run_id)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + timeout
+        while True:
+            snapshot = await self.store.run_snapshot(run_id)
+            state = snapshot.status
+            if state is None:
+                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+            if state is RunStatus.COMPLETED:
+                return loads(snapshot.output)
+            if state is RunStatus.FAILED:
+                error = loads(snapshot.output) if snapshot.output else {}
+                raise RunFailed(
+                    f"run failed: {error.get('type')}: {error.get('message')}", run_id=run_id
+                )
+            if state is RunStatus.CANCELLED:
+                raise RunCancelled("run was cancelled", run_id=run_id)
+            remaining = give_up - loop.time()
+            if remaining <= 0:
+                raise WaitTimeout(f"run still {state.value} after {timeout:g}s", run_id=run_id)
+            block = min(remaining, MAX_BLOCK_SECONDS)
+            await self.store.wait_for_events(
+                run_id, snapshot.last_event_id, max(1, int(block * 1000))
+            )
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> None:
+        """Cancel a pending, running or suspended run: its pending hooks and deadlines are
+        cleaned and a running worker loses the run at its next write."""
+        check_run_id(run_id)
+        cancelled = await self.store.cancel(
+            run_id,
+            event=encode_value({"reason": reason}, what="reason", limit=4096),
+            message=orjson.dumps({"type": "status", "status": "cancelled", "run_id": run_id}),
+            retention_seconds=self.retention_seconds,
+        )
+        if cancelled.outcome is CancelOutcome.NO_RUN:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        if cancelled.outcome is CancelOutcome.FINISHED:
+            raise RunFinished(f"run already {cancelled.run_status}", run_id=run_id)
+
+    # inspection ------------------------------------------------------------------------
+    async def events(self, run_id: str) -> list[Event]:
+        events = await self.store.events(check_run_id(run_id))
+        if events is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        return events
+
+    async def list_hooks(
+        self, status: str | HookStatus | None = "pending", *, run_id: str | None = None
+    ) -> list[HookInfo]:
+        """Hooks of one run (any status), or the pending hooks of every run."""
+        wanted = None if status is None else HookStatus(status)
+        if run_id is not None:
+            hooks = await self.store.run_hooks(check_run_id(run_id))
+            return [h for h in hooks or [] if wanted is None or h.status is wanted]
+        if wanted is not HookStatus.PENDING:
+            raise UsageError("listing hooks of every run supports status='pending' only")
+        return await self.store.pending_hooks()
+
+    async def list_runs(
+        self, status: str | RunStatus | None = None, *, limit: int | None = None
+    ) -> list[RunInfo]:
+        """Runs in the store, newest first (an operator's scan: O(keys), not for hot paths).
+
+        ``status`` filters; ``limit`` bounds the number returned.
+        """
+        return await self.store.list_runs(None if status is None else RunStatus(status), limit)
+
+    async def stats(self) -> dict[str, int]:
+        """Store-wide counters: runs started/completed/failed/cancelled since the store
+        began, runs suspended now, and hooks pending now."""
+        return await self.store.stats()
+
+    # sessions --------------------------------------------------------------------------
+    @staticmethod
+    def new_session_id() -> str:
+        return new_session_id()
+
+    async def read_outbox(
+        self, session: str, after: str = "0-0", *, count: int = 100, block_ms: int | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Messages of a session's outbox after the stream id ``after``."""
+        entries = await self.store.read_outbox(check_session_id(session), after, count, block_ms)
+        return [(entry.id, entry.message) for entry in entries]
+
+    async def post_to_session(self, session: str, message: dict[str, Any]) -> str:
+        """Append a message (agent text, status) to a session's outbox."""
+        data = encode_value(message, what="message", limit=self.limits.max_payload_bytes)
+        return await self.store.post(check_session_id(session), data)
+
+
+def _validate(schema: dict[str, Any], payload: Any, run_id: str, hook_id: str) -> None:
+    validator = _validator(encode_value(schema, what="schema", limit=1 << 30).decode())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(payload))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        raise InvalidPayload(
+            f"answer does not match the hook's schema at {where}: {error.message}",
+            run_id=run_id,
+            hook_id=hook_id,
+        )
+
+
+@functools.lru_cache(maxsize=256)  # bounded: schemas may be generated per question
+def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(loads(schema_json))

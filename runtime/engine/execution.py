@@ -1,0 +1,269 @@
+"""One execution of a run by a worker that holds its lease: replay, buffered writes, and
+the end of the execution (suspension or finish).
+
+Writes are buffered and flushed in one fenced store call at the next durable point (a
+hook's creation, a suspension, the end of the run, or before a step with side effects runs
+after a recorded step result), so a HITL lifecycle costs a handful of round trips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextvars import ContextVar
+from typing import Any
+
+from .. import _faults
+from .._codec import dumps, encode_value, loads
+from ..errors import EventLimitExceeded, LeaseLost, StoreUnavailable
+from ..ids import make_token
+from ..models import WAKING_EVENTS, Event, EventType, RunStatus
+from ..registry import WorkflowDef
+from ..settings import Limits
+from ..store import ApplyOutcome, Claim, Finish, Store, Writes
+from .replay import ReplayIndex
+from .signals import Abort, Interrupted, StepScope, Suspend
+
+log = logging.getLogger("parley.execution")
+
+current_execution: ContextVar[Execution | None] = ContextVar("parley_execution", default=None)
+current_step: ContextVar[StepScope | None] = ContextVar("parley_step", default=None)
+
+
+class Execution:
+    """One run of a workflow's code by the worker that holds the run's lease.
+
+    Built from a :class:`~runtime.store.Claim` (the fence, the log, the checkpoints), it
+    replays the workflow from the top: primitives answer from the :class:`ReplayIndex` and
+    buffer what is new in :attr:`writes`, which reach the store in one fenced call at each
+    durable point. It ends suspended (waiting for a hook or a timer), completed or failed;
+    a lost lease, an unreachable store or an interrupted write unwind it with
+    :class:`Abort` and nothing more is written.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        workflow: WorkflowDef,
+        claim: Claim,
+        *,
+        limits: Limits,
+        retention_seconds: int,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.workflow = workflow
+        self.fence = claim.fence
+        self.session = claim.session
+        self.limits = limits
+        self.retention_seconds = retention_seconds
+        events = claim.events
+        self.index = ReplayIndex()
+        self.index.add_all(events)
+        self.last_id = events[-1].id if events else "0-0"
+        # The answer/expiry/timer that woke this execution, for the resume-latency metric.
+        self.woken_at_ms = (
+            events[-1].timestamp_ms if events and events[-1].type in WAKING_EVENTS else None
+        )
+        self.outcome = "running"  # then: suspended | completed | failed
+        self.checkpoints = dict(claim.checkpoints)
+        self.notified: set[str] = set()  # hooks whose on_created ran in this execution
+        self.writes = Writes()
+        self.refused = False  # the last suspension was refused: events had arrived
+        self.flush_before_step = False
+        self._step_counters: dict[str, int] = {}
+        self._hook_counter = 0
+        self._timer_counter = 0
+
+    def __repr__(self) -> str:
+        return f"<Execution {self.run_id} fence={self.fence}>"
+
+    # ids -----------------------------------------------------------------------------
+    def next_step_id(self, name: str) -> str:
+        n = self._step_counters.get(name, 0)
+        self._step_counters[name] = n + 1
+        return f"{name}-{n}"
+
+    def next_workflow_hook_id(self, name: str) -> str:
+        n = self._hook_counter
+        self._hook_counter += 1
+        return f"h{n}.{name}"
+
+    def next_timer_id(self) -> str:
+        n = self._timer_counter
+        self._timer_counter += 1
+        return f"t{n}"
+
+    def token(self, hook_id: str) -> str:
+        return make_token(self.run_id, hook_id)
+
+    @staticmethod
+    def decode(data: bytes) -> Any:
+        return loads(data)
+
+    # buffered writes -------------------------------------------------------------------
+    def record(self, event_type: EventType, data: dict[str, Any]) -> None:
+        """Buffer an event and apply it to the index at once (replay sees our own writes)."""
+        self.index.add(event_type, data)
+        self.writes.event(event_type, dumps(data))
+
+    def record_encoded(self, event_type: EventType, encoded: bytes, data: dict[str, Any]) -> None:
+        """Like :meth:`record`, for an event whose JSON is already encoded."""
+        self.index.add(event_type, data)
+        self.writes.event(event_type, encoded)
+
+    async def flush(self) -> None:
+        if self.writes:
+            arrived = await self._apply()
+            self.flush_before_step = False
+            # Answers/expiries that landed while we ran: known now, since last_id has
+            # moved past them.
+            self.index.add_all(arrived)
+
+    async def _apply(
+        self,
+        *,
+        suspension: Writes | None = None,
+        finish: Finish | None = None,
+        event_slack: int = 0,
+    ) -> list[Event]:
+        """Send the buffered writes (with a suspension or the end of the run); returns the
+        events others appended meanwhile and sets :attr:`refused`."""
+        writes = self.writes.take()
+        try:
+            applied = await self.store.apply(
+                self.run_id,
+                self.fence,
+                self.last_id,
+                writes,
+                suspension=suspension,
+                finish=finish,
+                max_events=self.limits.max_events + event_slack,
+                retention_seconds=self.retention_seconds,
+            )
+        except StoreUnavailable as exc:
+            # The store is unreachable: this is not the step's failure. Unwind past user
+            # code (a BaseException) and leave the task pending; it is retried after the
+            # outage.
+            raise Abort(exc) from exc
+        except asyncio.CancelledError:
+            # Interrupted mid-write (a step timeout, a cancel): whether the write happened
+            # is unknown while the index already holds it, so neither can be trusted.
+            # Start over from the log (the worker re-dispatches the task).
+            raise Abort(
+                Interrupted(
+                    "a write was interrupted; the run restarts from its log", run_id=self.run_id
+                )
+            ) from None
+        if applied.outcome is ApplyOutcome.LOST:
+            raise Abort(LeaseLost("another worker or a cancel took over", run_id=self.run_id))
+        if applied.outcome is ApplyOutcome.LIMIT:
+            raise EventLimitExceeded(
+                f"the run reached its limit of {self.limits.max_events} events",
+                run_id=self.run_id,
+            )
+        if applied.last_id:
+            self.last_id = applied.last_id
+        elif applied.arrived:
+            self.last_id = applied.arrived[-1].id
+        self.refused = applied.outcome is ApplyOutcome.REFUSED
+        return applied.arrived
+
+    # the execution loop ----------------------------------------------------------------
+    async def run(self) -> None:
+        """Run the workflow until it suspends or finishes; replays in place if an answer
+        (or expiry, or timer) arrived while this execution was still running."""
+        while True:
+            self._step_counters.clear()
+            self._hook_counter = 0
+            self._timer_counter = 0
+            token = current_execution.set(self)
+            try:
+                result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
+            except Suspend as suspend:
+                arrived = await self._suspend(suspend)
+                if arrived is None:
+                    return
+                self.index.add_all(arrived)
+                continue
+            except Abort:
+                raise
+            except Exception as exc:
+                await self._finish_failed(exc)
+                return
+            finally:
+                current_execution.reset(token)
+            await self._finish_completed(result)
+            return
+
+    async def _suspend(self, suspend: Suspend) -> list[Event] | None:
+        """Record the suspension; None when it was recorded, else the events that arrived
+        (the suspension was refused: the run continues at once)."""
+        suspension = Writes()
+        if suspend.wait not in self.index.suspended_on:
+            if suspend.step_id is not None:
+                data = {"step_id": suspend.step_id, "wait": suspend.wait}
+                suspension.event(EventType.STEP_SUSPENDED, dumps(data))
+                self.index.add(EventType.STEP_SUSPENDED, data)
+            else:
+                suspension.event(EventType.WORKFLOW_SUSPENDED, dumps({"wait": suspend.wait}))
+                self.index.add(EventType.WORKFLOW_SUSPENDED, {"wait": suspend.wait})
+        try:
+            arrived = await self._apply(suspension=suspension)
+        except EventLimitExceeded as exc:
+            await self._finish_failed(exc)
+            return None
+        if not self.refused:
+            self.outcome = "suspended"
+            return None
+        # The suspension was refused (and not recorded): forget it so the next suspension
+        # on this wait records it.
+        self.index.suspended_on.discard(suspend.wait)
+        return arrived
+
+    async def _finish_completed(self, result: Any) -> None:
+        try:
+            encoded = encode_value(
+                result,
+                what="workflow result",
+                limit=self.limits.max_payload_bytes,
+                run_id=self.run_id,
+            )
+        except Exception as exc:
+            await self._finish_failed(exc)
+            return
+        self.record_encoded(
+            EventType.WORKFLOW_COMPLETED, b'{"result":' + encoded + b"}", {"result": None}
+        )
+        self._post_status(RunStatus.COMPLETED)
+        try:
+            await self._apply(finish=Finish(RunStatus.COMPLETED, encoded))
+        except EventLimitExceeded as exc:
+            await self._finish_failed(exc)
+            return
+        self.outcome = "completed"
+        _faults.crash_point("after_final_event")
+
+    async def _finish_failed(self, exc: BaseException) -> None:
+        error = describe_error(exc)
+        log.info("run failed: %s", error["message"], extra={"run_id": self.run_id})
+        self.record(EventType.WORKFLOW_FAILED, {"error": error})
+        self._post_status(RunStatus.FAILED, error=error)
+        await self._apply(finish=Finish(RunStatus.FAILED, dumps(error)), event_slack=16)
+        self.outcome = "failed"
+        _faults.crash_point("after_final_event")
+
+    def _post_status(self, status: RunStatus, **extra: Any) -> None:
+        if self.session:
+            self.writes.post(
+                dumps({"type": "status", "status": status.value, "run_id": self.run_id, **extra})
+            )
+
+
+def describe_error(exc: BaseException) -> dict[str, Any]:
+    code = getattr(exc, "code", None)
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(code, str):
+        error["code"] = code
+    return error

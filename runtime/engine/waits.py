@@ -1,0 +1,195 @@
+"""The mechanics of durable waits and step checkpoints inside an execution: what is
+replayed from the index, what is recorded, and when the run suspends. The public calls
+(``hook``, ``step_hook``, ``sleep``, the checkpoint calls) are in :mod:`runtime.workflow`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Literal
+
+import jsonschema
+
+from .. import _faults
+from .._clock import now_ms
+from .._codec import dumps, encode_value
+from ..errors import HookTimeout, UsageError
+from ..models import EventType
+from ..store import HookSpec
+from .execution import Execution
+from .signals import Suspend
+
+OnCreated = Callable[[str], Awaitable[None] | None]
+OnTimeout = Literal["raise", "return"]
+
+
+class _StepHookTimeout:
+    """The value ``hook``/``step_hook`` return when their deadline passed and
+    ``on_timeout="return"``. Compare with ``is``."""
+
+    _instance: _StepHookTimeout | None = None
+
+    def __new__(cls) -> _StepHookTimeout:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "STEP_HOOK_TIMEOUT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+STEP_HOOK_TIMEOUT: Final = _StepHookTimeout()
+
+
+async def wait_for_hook(
+    execution: Execution,
+    name: str,
+    hook_id: str,
+    step_id: str | None,
+    timeout_seconds: float | None,
+    on_created: OnCreated | None,
+    schema: dict[str, Any] | None,
+    on_timeout: OnTimeout,
+    prompt: str | None,
+) -> Any:
+    """The hook's answer if the log has one (or the timeout outcome); else create the hook
+    (once), hand out its token (``on_created``, at least once) and suspend."""
+    index = execution.index
+    if hook_id in index.received:
+        return index.received[hook_id]
+    if hook_id in index.expired:
+        if on_timeout == "return":
+            return STEP_HOOK_TIMEOUT
+        raise HookTimeout(
+            f"hook {name!r} got no answer before its deadline",
+            run_id=execution.run_id,
+            hook_id=hook_id,
+        )
+    token = execution.token(hook_id)
+    if hook_id not in index.hooks_created:
+        expires_at_ms = None if timeout_seconds is None else now_ms() + int(timeout_seconds * 1000)
+        _create_hook(execution, name, hook_id, step_id, expires_at_ms, schema, prompt, token)
+        if on_created is None:
+            # Nobody learns the token before the suspension: record the hook in the same
+            # write as the suspension (one round trip fewer).
+            raise Suspend(hook_id, step_id)
+        # on_created hands the token out, and its answer may come back at once: the hook
+        # must be durable before that.
+        await execution.flush()
+        _faults.crash_point("after_hook_created")
+    if hook_id not in index.suspended_on and hook_id not in execution.notified:
+        # No suspension recorded yet: on_created may not have run (first time, or the
+        # previous worker died before suspending) — at-least-once across crashes.
+        if on_created is not None:
+            outcome = on_created(token)
+            if inspect.isawaitable(outcome):
+                await outcome
+        # Only once it returned: if it raised, a retried step calls it again.
+        execution.notified.add(hook_id)
+        _faults.crash_point("after_on_created")
+    raise Suspend(hook_id, step_id)
+
+
+def _create_hook(
+    execution: Execution,
+    name: str,
+    hook_id: str,
+    step_id: str | None,
+    expires_at_ms: int | None,
+    schema: dict[str, Any] | None,
+    prompt: str | None,
+    token: str,
+) -> None:
+    if schema is not None:
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise UsageError(
+                f"schema of hook {name!r} is not a valid JSON Schema: {exc.message}",
+                run_id=execution.run_id,
+                hook_id=hook_id,
+            ) from None
+    if prompt is None and schema is not None:
+        prompt = schema.get("description") or schema.get("title")
+    # Absent rather than null: a suspended run's bytes are the cost that matters.
+    meta: dict[str, Any] = {"name": name}
+    for field, value in (
+        ("step_id", step_id),
+        ("expires_at", expires_at_ms),
+        ("prompt", prompt),
+        ("schema", schema),
+    ):
+        if value is not None:
+            meta[field] = value
+    execution.record(EventType.HOOK_CREATED, {"hook_id": hook_id, **meta})
+    execution.writes.create_hook(
+        HookSpec(hook_id, token, meta, validated=schema is not None, expires_at_ms=expires_at_ms)
+    )
+    if execution.session:
+        # A prompt keeps the session's messages from expiring while it is pending.
+        execution.writes.prompt(
+            dumps(
+                {
+                    "type": "prompt",
+                    "run_id": execution.run_id,
+                    "token": token,
+                    "hook": name,
+                    "prompt": prompt,
+                    "schema": schema,
+                    "expires_at": expires_at_ms,
+                }
+            )
+        )
+
+
+def sleep(execution: Execution, seconds: float) -> None:
+    """Return when the timer fired; else schedule it (once) and suspend."""
+    timer_id = execution.next_timer_id()
+    if timer_id in execution.index.fired:
+        return
+    if timer_id not in execution.index.timers:
+        due = now_ms() + int(seconds * 1000)
+        execution.record(EventType.TIMER_SCHEDULED, {"timer_id": timer_id, "due": due})
+        execution.writes.schedule_timer(timer_id, due)
+    raise Suspend(timer_id)
+
+
+async def save_checkpoint(execution: Execution, step_id: str, state: Any, *, defer: bool) -> None:
+    data = encode_value(
+        state,
+        what="step checkpoint",
+        limit=execution.limits.max_checkpoint_bytes,
+        run_id=execution.run_id,
+    )
+    execution.checkpoints[step_id] = data
+    execution.writes.save_checkpoint(step_id, data)
+    if not defer:
+        await execution.flush()
+        _faults.crash_point("after_checkpoint_save")
+
+
+def load_checkpoint(execution: Execution, step_id: str) -> Any:
+    data = execution.checkpoints.get(step_id)
+    return None if data is None else execution.decode(data)
+
+
+def delete_checkpoint(execution: Execution, step_id: str) -> None:
+    if execution.checkpoints.pop(step_id, None) is not None:
+        execution.writes.delete_checkpoint(step_id)
+
+
+async def post(execution: Execution, message: dict[str, Any]) -> str | None:
+    """A message to the run's chat session now (not recorded in the log)."""
+    if not execution.session:
+        return None
+    data = encode_value(
+        {"run_id": execution.run_id, **message},
+        what="message",
+        limit=execution.limits.max_payload_bytes,
+        run_id=execution.run_id,
+    )
+    return await execution.store.post(execution.session, data)

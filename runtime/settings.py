@@ -1,0 +1,99 @@
+"""Every setting Parley reads from the environment, and every default, in one place.
+
+Processes read the environment once, through :meth:`Settings.from_env`; library code
+takes explicit arguments whose defaults are the constants below.
+
+| variable | default | meaning |
+|---|---|---|
+| ``REDIS_URL`` | ``memory://`` | the store (see :func:`runtime.store.open_store`) |
+| ``PARLEY_PARTITIONS`` | 16 | partitions of the store; fixed per deployment |
+| ``PARLEY_LOG_LEVEL`` | INFO | log level of ``parley`` processes |
+| ``PARLEY_LOG_FORMAT`` | text | ``text`` or ``json`` (JSON lines) |
+| ``PARLEY_METRICS_PORT`` | 0 | a worker's Prometheus port (0: off) |
+| ``PARLEY_API_KEY`` | (none) | the key the server's HTTP API requires |
+| ``PARLEY_CHAT_WORKFLOW`` | (none) | the workflow a visitor's chat message starts |
+| ``PARLEY_CHAT_WORKFLOWS`` | (none) | more chat workflows pages may pick (comma-separated) |
+| ``PARLEY_CRASH_AT`` | (none) | fault injection for tests (``runtime._faults``) |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DEFAULT_URL = "memory://"
+DEFAULT_PARTITIONS = 16
+DEFAULT_LEASE_SECONDS = 30.0
+DEFAULT_RETENTION = "7d"  # finished runs keep their keys this long
+
+# Worker
+DEFAULT_CONCURRENCY = 64  # executions at once per worker
+TASK_BLOCK_SECONDS = 1.0  # one blocking read of the task streams
+TIMER_TICK_SECONDS = 0.05  # the longest a due deadline waits to be fired
+HAND_BACK_DELAY_SECONDS = 1.0  # before a worker gives back a task it cannot run
+
+# Redis connections
+MAX_BLOCK_SECONDS = 2.0  # the longest BLOCK of any XREAD/XREADGROUP Parley sends
+POOL_MAX_CONNECTIONS = 256
+POOL_WAIT_SECONDS = 30  # a caller waits this long for a free pooled connection
+HEALTH_CHECK_SECONDS = 15
+# Longer than any blocking read, so a socket timeout means a dead server, not a quiet stream.
+SOCKET_TIMEOUT_SECONDS = MAX_BLOCK_SECONDS * 5
+
+# Streams
+OUTBOX_MAXLEN = 10_000  # messages kept in a session's outbox (approximate trim)
+TASKS_GROUP = "workers"  # the consumer group of the task streams
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what one run may store; exceeding one is a clear error, not a crash."""
+
+    max_payload_bytes: int = 64 * 1024  # a hook answer, a step/workflow result, run input
+    max_checkpoint_bytes: int = 256 * 1024  # one step checkpoint
+    max_events: int = 10_000  # events in one run's log
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What a ``parley`` process reads from its environment."""
+
+    redis_url: str | None = None
+    partitions: int = DEFAULT_PARTITIONS
+    log_level: str = "INFO"
+    log_format: str = "text"
+    metrics_port: int = 0
+    api_key: str = ""
+    chat_workflow: str | None = None
+    chat_workflows: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        offered = env.get("PARLEY_CHAT_WORKFLOWS", "")
+        return cls(
+            redis_url=env.get("REDIS_URL") or None,
+            partitions=_int(env, "PARLEY_PARTITIONS", DEFAULT_PARTITIONS),
+            log_level=env.get("PARLEY_LOG_LEVEL", "INFO"),
+            log_format=env.get("PARLEY_LOG_FORMAT", "text").lower(),
+            metrics_port=_int(env, "PARLEY_METRICS_PORT", 0),
+            api_key=env.get("PARLEY_API_KEY", ""),
+            chat_workflow=env.get("PARLEY_CHAT_WORKFLOW") or None,
+            chat_workflows=tuple(n.strip() for n in offered.split(",") if n.strip()),
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def crash_points_spec() -> str:
+    """``PARLEY_CRASH_AT``: where a test wants this process to kill itself."""
+    return os.environ.get("PARLEY_CRASH_AT", "")

@@ -1,0 +1,67 @@
+"""The store boundary: the :class:`Store` protocol, its typed requests and results, the
+:class:`Writes` an execution applies, and :func:`open_store`, which picks the backend from
+a URL. Everything above this package talks to the store through these names only."""
+
+from __future__ import annotations
+
+from .base import (
+    Answer,
+    Applied,
+    ApplyOutcome,
+    Cancelled,
+    CancelOutcome,
+    Claim,
+    ClaimStatus,
+    DueReport,
+    Finish,
+    OutboxEntry,
+    OutboxRead,
+    Resumed,
+    ResumeOutcome,
+    RunSnapshot,
+    Store,
+    Task,
+)
+from .writes import HookSpec, Writes
+
+__all__ = [
+    "Answer",
+    "Applied",
+    "ApplyOutcome",
+    "CancelOutcome",
+    "Cancelled",
+    "Claim",
+    "ClaimStatus",
+    "DueReport",
+    "Finish",
+    "HookSpec",
+    "OutboxEntry",
+    "OutboxRead",
+    "ResumeOutcome",
+    "Resumed",
+    "RunSnapshot",
+    "Store",
+    "Task",
+    "Writes",
+    "open_store",
+]
+
+SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "memory://")
+
+
+def open_store(url: str, *, partitions: int) -> Store:
+    """The store for ``url`` (not connected yet: ``await store.open()``).
+
+    Every scheme is served by :class:`~runtime.store.redis.RedisStore`; ``memory://`` is
+    the embedded store (fakeredis in this process). A new backend adds its scheme here.
+    """
+    from ..errors import UsageError
+
+    if url.startswith(SCHEMES):
+        from .redis import RedisStore
+
+        return RedisStore(url, partitions)
+    raise UsageError(
+        f"expected a store URL 'redis://host:port[/db]', 'rediss://...', 'unix://...', "
+        f"'redis+cluster://host:port,...' or 'memory://[name]', got {url!r}"
+    )

@@ -1,0 +1,274 @@
+"""The store boundary: what the engine, the client, the worker and the server need from
+the place runs live, as one protocol with typed requests and results.
+
+:class:`~runtime.store.redis.RedisStore` implements it on Redis (one server, a cluster, or
+the embedded ``memory://``); a new backend implements this protocol and passes the
+contract suite in ``tests/runtime/store/test_contract.py``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..models import Event, HookInfo, RunInfo, RunStatus
+from .writes import Writes
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """ "Execute run X": a message of a partition's task queue, delivered to one worker."""
+
+    run_id: str
+    workflow: str  # "" when the message does not say (decided after the claim)
+    message_id: str
+    partition: int
+
+
+class ClaimStatus(enum.StrEnum):
+    OK = "ok"  # the lease is ours: execute
+    SKIPPED = "skipped"  # nothing to do (finished, suspended, gone): the task was acked
+    BUSY = "busy"  # another worker holds a live lease: the task stays pending
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The lease on a run for one execution, with everything replay needs."""
+
+    status: ClaimStatus
+    fence: str = ""
+    workflow: str = ""
+    session: str | None = None
+    events: list[Event] = field(default_factory=list)
+    checkpoints: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The end of a run: COMPLETED with its encoded result, or FAILED with its error."""
+
+    status: RunStatus
+    value: bytes
+
+
+class ApplyOutcome(enum.StrEnum):
+    OK = "ok"  # written (and suspended or finished, when asked)
+    REFUSED = "refused"  # written, but the suspension was refused: events arrived
+    LOST = "lost"  # the fence moved (another worker or a cancel): nothing written
+    LIMIT = "limit"  # the run would exceed its event limit: nothing written
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    outcome: ApplyOutcome
+    last_id: str | None = None  # the id of the last event appended, if any
+    arrived: list[Event] = field(default_factory=list)  # others' events since ``after``
+
+
+class ResumeOutcome(enum.StrEnum):
+    RECORDED = "recorded"
+    DUPLICATE = "duplicate"  # the same answer was accepted before
+    NEEDS_VALIDATION = "needs_validation"  # validate against ``schema``, then call again
+    NO_RUN = "no_run"
+    NO_HOOK = "no_hook"
+    CONFLICT = "conflict"  # a different answer was accepted before
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    FINISHED = "finished"  # the run ended (``run_status`` says how)
+    LIMIT = "limit"  # the run reached its event limit
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer to deliver: ``payload`` canonical JSON, ``digest`` its hash (to tell a
+    duplicate from a conflict), ``event`` the ``hook.received`` data and ``announcement``
+    the message every page of the run's session gets."""
+
+    run_id: str
+    hook_id: str
+    token: str
+    payload: bytes
+    digest: str
+    event: bytes
+    announcement: bytes
+    validated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    outcome: ResumeOutcome
+    schema: dict[str, Any] | None = None
+    run_status: str | None = None
+
+
+class CancelOutcome(enum.StrEnum):
+    CANCELLED = "cancelled"
+    NO_RUN = "no_run"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    outcome: CancelOutcome
+    run_status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DueReport:
+    """What one pass over the deadlines did."""
+
+    lateness_ms: list[int]  # of each deadline fired
+    next_due_ms: int | None  # the earliest deadline still pending
+    saturated: bool  # more were due than the limit: call again at once
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    """A run's status, output and last event id, read at one instant."""
+
+    status: RunStatus | None  # None: no such run
+    output: bytes
+    last_event_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    id: str
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRead:
+    entries: dict[str, list[OutboxEntry]]  # session id -> new entries
+    wake_cursor: str | None  # the new wake cursor, when a wake-up was read
+
+
+class Store(Protocol):
+    """Where runs live. Every method that changes more than one record is atomic."""
+
+    url: str
+    partitions: int
+
+    # lifecycle ---------------------------------------------------------------------
+    async def open(self) -> None:
+        """Connect and prepare (idempotent)."""
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """Raise :class:`~runtime.errors.StoreUnavailable` unless the store answers."""
+
+    # runs --------------------------------------------------------------------------
+    def new_run_id(self, session: str | None) -> str:
+        """A fresh run id; a session's runs get ids that live next to its messages."""
+
+    async def start(self, run_id: str, workflow: str, session: str | None, input: bytes) -> bool:
+        """Create the run with its ``workflow.started`` event and enqueue it; False when a
+        run of that id exists (nothing changed)."""
+
+    async def announce_workflows(self, names: Sequence[str]) -> None: ...
+
+    async def workflow_announced(self, name: str) -> bool: ...
+
+    async def resume(self, answer: Answer, *, max_events: int) -> Resumed: ...
+
+    async def cancel(
+        self, run_id: str, *, event: bytes, message: bytes, retention_seconds: int
+    ) -> Cancelled: ...
+
+    async def run_snapshot(self, run_id: str) -> RunSnapshot: ...
+
+    async def wait_for_events(self, run_id: str, after: str, block_ms: int) -> None:
+        """Return when the run's log has an event after ``after``, or after ``block_ms``."""
+
+    # executions (the worker's side) -----------------------------------------------------
+    def task_sources(self) -> list[tuple[int, ...]]:
+        """Groups of partitions one task reader may read together."""
+
+    async def read_tasks(
+        self, consumer: str, partitions: tuple[int, ...], count: int, block_ms: int | None
+    ) -> list[Task]: ...
+
+    async def reclaim(self, consumer: str, idle_ms: int) -> list[Task]:
+        """Take over the tasks other consumers left unacknowledged for ``idle_ms``."""
+
+    async def hand_back(self, task: Task) -> None:
+        """Give a task back to every consumer (a new message), acknowledging this one."""
+
+    async def claim(self, task: Task, consumer: str, lease_ms: int) -> Claim: ...
+
+    async def apply(
+        self,
+        run_id: str,
+        fence: str,
+        after: str,
+        writes: Writes,
+        *,
+        suspension: Writes | None = None,
+        finish: Finish | None = None,
+        max_events: int,
+        retention_seconds: int,
+    ) -> Applied:
+        """Apply ``writes`` (then ``suspension``, unless an event arrived after ``after``:
+        REFUSED; or ``finish``) in one atomic step, if ``fence`` still holds the lease."""
+
+    async def heartbeat(
+        self, leases: Sequence[tuple[str, str]], until_ms: int, consumer: str
+    ) -> list[bool]:
+        """Extend the leases ``(run_id, fence)``; False for each one that was lost."""
+
+    async def fire_due(self, now_ms: int, limit: int) -> DueReport: ...
+
+    # inspection --------------------------------------------------------------------
+    async def get_run(self, run_id: str) -> RunInfo | None: ...
+
+    async def events(self, run_id: str) -> list[Event] | None: ...
+
+    async def run_hooks(self, run_id: str) -> list[HookInfo] | None: ...
+
+    async def pending_hooks(self) -> list[HookInfo]: ...
+
+    async def list_runs(self, status: RunStatus | None, limit: int | None) -> list[RunInfo]: ...
+
+    async def stats(self) -> dict[str, int]: ...
+
+    # chat sessions -----------------------------------------------------------------
+    async def create_session(self, session: str, ttl_seconds: int) -> None: ...
+
+    async def session_exists(self, session: str) -> bool: ...
+
+    async def bind_session(self, session: str, run_id: str, ttl_seconds: int) -> None: ...
+
+    async def session_run(self, session: str) -> str | None: ...
+
+    async def lock_session(self, session: str, ttl_ms: int) -> bool:
+        """Take the session's start lock; False when another holder has it."""
+
+    async def unlock_session(self, session: str) -> None: ...
+
+    async def read_outbox(
+        self, session: str, after: str, count: int, block_ms: int | None
+    ) -> list[OutboxEntry]: ...
+
+    async def post(self, session: str, message: bytes) -> str: ...
+
+    def outbox_group(self, session: str) -> str:
+        """Sessions of one group can be read together by one :meth:`read_outboxes`."""
+
+    async def read_outboxes(
+        self,
+        group: str,
+        cursors: dict[str, str],
+        reader: str,
+        wake_cursor: str,
+        count: int,
+        block_ms: int,
+    ) -> OutboxRead:
+        """New entries of the sessions' outboxes after their cursors, blocking until one
+        arrives or ``reader`` is woken (:meth:`wake_reader`)."""
+
+    async def wake_reader(self, group: str, reader: str) -> None: ...
+
+    async def drop_reader(self, group: str, reader: str) -> None: ...

@@ -1,0 +1,487 @@
+"""The Redis store: Parley's runs in Redis Streams, hashes and sorted sets, every change
+that touches more than one key one Lua script (``lua/``).
+
+This package is the only code of Parley that imports ``redis``. :class:`RedisStore`
+serves one Redis server, a Redis Cluster (``redis+cluster://``) and the embedded
+``memory://`` store (fakeredis in this process) with the same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from ..._clock import now_ms
+from ...errors import StoreUnavailable
+from ...ids import RUN_ID_RE, new_run_id, parse_token
+from ...models import Event, HookInfo, RunInfo, RunStatus
+from ...settings import TASKS_GROUP
+from ..base import (
+    Answer,
+    Applied,
+    ApplyOutcome,
+    Cancelled,
+    CancelOutcome,
+    Claim,
+    ClaimStatus,
+    DueReport,
+    Finish,
+    Resumed,
+    ResumeOutcome,
+    RunSnapshot,
+    Task,
+)
+from ..writes import Op, Writes
+from . import _decode, _keys, _records, _scripts
+from ._batch import Batcher, Script
+from ._calls import store_call
+from ._connect import connect, is_cluster_url
+from ._sessions import SessionStore
+
+__all__ = ["SCRIPT_NAMES", "RedisStore", "keys", "script_source"]
+
+# The key names (for operators, benchmarks and tests that look at the raw data).
+keys = _keys
+SCRIPT_NAMES = _scripts.NAMES
+
+
+def script_source(name: str) -> str:
+    """The text of the Lua script ``name`` as it is sent to Redis."""
+    return _scripts.source(name)
+
+
+class Scripts:
+    """The scripts of ``lua/``, called by EVALSHA through one auto-pipelining batcher."""
+
+    def __init__(self, client: aioredis.Redis, *, pipelined: bool) -> None:
+        batcher = Batcher(client, pipelined=pipelined)
+        self.batcher = batcher
+        for name in _scripts.NAMES:
+            setattr(self, name, Script(batcher, _scripts.source(name)))
+
+    claim: Script
+    apply: Script
+    resume: Script
+    fire_due: Script
+    cancel: Script
+    heartbeat: Script
+    start: Script
+    wait_state: Script
+
+
+class RedisStore(SessionStore):
+    """:class:`runtime.store.Store` on Redis. ``client`` and ``keys`` are public for
+    operators and tests that look at the raw data."""
+
+    keys = _keys
+
+    def __init__(self, url: str, partitions: int) -> None:
+        self.url = url
+        self.partitions = partitions
+        # On a cluster, commands on keys of different partitions cannot share a pipeline
+        # round trip or a multi-stream read: they go per partition instead.
+        self.is_cluster = is_cluster_url(url)
+        self._client: aioredis.Redis | None = None
+        self._scripts: Scripts | None = None
+
+    def __repr__(self) -> str:
+        return f"<RedisStore {self.url} partitions={self.partitions}>"
+
+    @property
+    def client(self) -> aioredis.Redis:
+        if self._client is None:
+            raise StoreUnavailable("the store is not open: use `async with Runtime(...)`")
+        return self._client
+
+    @property
+    def scripts(self) -> Scripts:
+        if self._scripts is None:
+            raise StoreUnavailable("the store is not open: use `async with Runtime(...)`")
+        return self._scripts
+
+    # lifecycle ---------------------------------------------------------------------
+    @store_call
+    async def open(self) -> None:
+        if self._client is not None:
+            return
+        self._client = connect(self.url)
+        self._scripts = Scripts(self._client, pipelined=not self.is_cluster)
+        await self._ensure_groups()
+
+    async def _ensure_groups(self) -> None:
+        """Each partition's task stream and consumer group (idempotent). Group id 0: tasks
+        added before the group existed are still delivered."""
+        for partition in range(self.partitions):
+            try:
+                await self.client.xgroup_create(
+                    _keys.key("tasks", partition), TASKS_GROUP, id="0", mkstream=True
+                )
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+            self._scripts = None
+
+    @store_call
+    async def ping(self) -> None:
+        await self.client.ping()
+
+    def run_keys(self, run_id: str) -> _keys.RunKeys:
+        """The Redis keys of run ``run_id``."""
+        return _keys.run_keys(run_id, self.partitions)
+
+    _run = run_keys
+
+    # runs --------------------------------------------------------------------------
+    def new_run_id(self, session: str | None) -> str:
+        while True:
+            run_id = new_run_id()
+            # A session's runs live in the session's partition, so prompts reach its
+            # outbox in the same single-slot script that records the hook.
+            if session is None or _keys.partition_of(run_id, self.partitions) == (
+                _keys.partition_of(session, self.partitions)
+            ):
+                return run_id
+
+    @store_call
+    async def start(self, run_id: str, workflow: str, session: str | None, input: bytes) -> bool:
+        keys = self._run(run_id)
+        created = await self.scripts.start(
+            keys=keys.all, args=[run_id, workflow, session or "", now_ms(), input]
+        )
+        return bool(created)
+
+    @store_call
+    async def announce_workflows(self, names: Sequence[str]) -> None:
+        if names:
+            await self.client.sadd(_keys.WORKFLOWS_KEY, *names)
+
+    @store_call
+    async def workflow_announced(self, name: str) -> bool:
+        return bool(await self.client.sismember(_keys.WORKFLOWS_KEY, name))
+
+    @store_call
+    async def resume(self, answer: Answer, *, max_events: int) -> Resumed:
+        keys = self._run(answer.run_id)
+        reply = await self.scripts.resume(
+            keys=keys.all,
+            args=[
+                answer.run_id,
+                answer.hook_id,
+                answer.token,
+                answer.digest,
+                "1" if answer.validated else "0",
+                max_events,
+                keys.prefix,
+                answer.event,
+                answer.announcement,
+            ],
+        )
+        outcome = ResumeOutcome(reply[0].decode())
+        if outcome is ResumeOutcome.NEEDS_VALIDATION:
+            return Resumed(outcome, schema=_records.schema_of(reply[1]))
+        if outcome is ResumeOutcome.FINISHED:
+            return Resumed(outcome, run_status=reply[1].decode())
+        return Resumed(outcome)
+
+    @store_call
+    async def cancel(
+        self, run_id: str, *, event: bytes, message: bytes, retention_seconds: int
+    ) -> Cancelled:
+        keys = self._run(run_id)
+        reply = await self.scripts.cancel(
+            keys=keys.all,
+            args=[run_id, now_ms(), retention_seconds, keys.prefix, event, message],
+        )
+        outcome = CancelOutcome(reply[0].decode())
+        status = reply[1].decode() if outcome is CancelOutcome.FINISHED else None
+        return Cancelled(outcome, status)
+
+    @store_call
+    async def run_snapshot(self, run_id: str) -> RunSnapshot:
+        status, out, last_id = await self.scripts.wait_state(keys=self._run(run_id).all, args=[])
+        return RunSnapshot(
+            RunStatus(status.decode()) if status else None, out, _decode.text(last_id)
+        )
+
+    @store_call
+    async def wait_for_events(self, run_id: str, after: str, block_ms: int) -> None:
+        await self.client.xread({self._run(run_id).events: after}, count=1, block=block_ms)
+
+    # executions --------------------------------------------------------------------
+    def task_sources(self) -> list[tuple[int, ...]]:
+        if self.is_cluster:  # a multi-stream XREADGROUP cannot span slots
+            return [(p,) for p in range(self.partitions)]
+        return [tuple(range(self.partitions))]
+
+    @store_call
+    async def read_tasks(
+        self, consumer: str, partitions: tuple[int, ...], count: int, block_ms: int | None
+    ) -> list[Task]:
+        streams: dict[Any, Any] = {_keys.key("tasks", p): ">" for p in partitions}
+        reply = await self.client.xreadgroup(
+            TASKS_GROUP, consumer, streams, count=count, block=block_ms
+        )
+        return self._tasks(reply)
+
+    def _tasks(self, reply: Any) -> list[Task]:
+        tasks = []
+        for stream, messages in reply or []:
+            partition = int(_decode.text(stream).split("{p:", 1)[1].split("}", 1)[0])
+            for msg_id, fields in messages:
+                if not fields:  # deleted while pending
+                    continue
+                tasks.append(
+                    Task(
+                        run_id=fields[b"r"].decode(),
+                        workflow=fields.get(b"w", b"").decode(),
+                        message_id=_decode.text(msg_id),
+                        partition=partition,
+                    )
+                )
+        return tasks
+
+    @store_call
+    async def reclaim(self, consumer: str, idle_ms: int) -> list[Task]:
+        tasks: list[Task] = []
+        for partition in range(self.partitions):
+            stream = _keys.key("tasks", partition)
+            start: Any = "0-0"
+            while True:
+                start, messages, *_ = await self.client.xautoclaim(
+                    stream, TASKS_GROUP, consumer, idle_ms, start, count=100
+                )
+                tasks += self._tasks([(stream, messages)])
+                if _decode.text(start) == "0-0":
+                    break
+        return tasks
+
+    @store_call
+    async def hand_back(self, task: Task) -> None:
+        stream = _keys.key("tasks", task.partition)
+        # One key (the partition's task stream): atomic, and single-slot on a cluster.
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xadd(stream, {"r": task.run_id, "w": task.workflow})
+            pipe.xack(stream, TASKS_GROUP, task.message_id)
+            pipe.xdel(stream, task.message_id)
+            await pipe.execute()
+
+    @store_call
+    async def claim(self, task: Task, consumer: str, lease_ms: int) -> Claim:
+        reply = await self.scripts.claim(
+            keys=self._run(task.run_id).all,
+            args=[consumer, now_ms(), lease_ms, task.message_id],
+        )
+        if reply[0] == b"skipped":
+            return Claim(ClaimStatus.SKIPPED)
+        if reply[0] == b"busy":
+            return Claim(ClaimStatus.BUSY)
+        fence, workflow, session, entries, checkpoints = reply[1:6]
+        return Claim(
+            ClaimStatus.OK,
+            fence=fence.decode(),
+            workflow=workflow.decode(),
+            session=session.decode() or None,
+            events=_decode.events(entries),
+            checkpoints=_decode.flat_hash(checkpoints),
+        )
+
+    @store_call
+    async def apply(
+        self,
+        run_id: str,
+        fence: str,
+        after: str,
+        writes: Writes,
+        *,
+        suspension: Writes | None = None,
+        finish: Finish | None = None,
+        max_events: int,
+        retention_seconds: int,
+    ) -> Applied:
+        keys = self._run(run_id)
+        request: dict[str, Any] = {
+            "fence": fence,
+            "now": str(now_ms()),
+            "max_events": max_events,
+            "run_id": run_id,
+            "prefix": keys.prefix,
+            "after": after,
+            "retention": retention_seconds,
+            "writes": _ops(writes.ops),
+        }
+        if suspension is not None:
+            request["suspension"] = _ops(suspension.ops)
+        if finish is not None:
+            request["finish"] = {"status": finish.status.value, "value": finish.value.decode()}
+        reply = await self.scripts.apply(keys=keys.all, args=[orjson.dumps(request)])
+        kind = reply[0]
+        if kind == b"lost":
+            return Applied(ApplyOutcome.LOST)
+        if kind == b"limit":
+            return Applied(ApplyOutcome.LIMIT)
+        return Applied(
+            ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
+            last_id=reply[1].decode() or None,
+            arrived=_decode.events(reply[2]),
+        )
+
+    @store_call
+    async def heartbeat(
+        self, leases: Sequence[tuple[str, str]], until_ms: int, consumer: str
+    ) -> list[bool]:
+        replies = await asyncio.gather(
+            *(
+                self.scripts.heartbeat(keys=self._run(run_id).all, args=[fence, until_ms, consumer])
+                for run_id, fence in leases
+            )
+        )
+        return [bool(alive) for alive in replies]
+
+    @store_call
+    async def fire_due(self, now_ms: int, limit: int) -> DueReport:
+        # One call per partition, concurrently: the batcher sends them in one pipelined
+        # round trip on a single Redis (one call per slot on a cluster).
+        replies = await asyncio.gather(
+            *(
+                self.scripts.fire_due(
+                    keys=_keys.partition_keys(p), args=[now_ms, limit, _keys.partition_prefix(p)]
+                )
+                for p in range(self.partitions)
+            )
+        )
+        dues = [int(float(nxt)) for _, nxt, _ in replies if nxt]
+        return DueReport(
+            lateness_ms=[int(late) for _, _, lateness in replies for late in lateness],
+            next_due_ms=min(dues) if dues else None,
+            saturated=any(int(popped) >= limit for popped, _, _ in replies),
+        )
+
+    # inspection --------------------------------------------------------------------
+    @store_call
+    async def get_run(self, run_id: str) -> RunInfo | None:
+        keys = self._run(run_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.run)
+            pipe.hgetall(keys.hooks)
+            run, hooks = await pipe.execute()
+        return _decode.run_info(run_id, run, hooks) if run else None
+
+    @store_call
+    async def events(self, run_id: str) -> list[Event] | None:
+        keys = self._run(run_id)
+        entries: Any = await self.client.xrange(keys.events)
+        if not entries and not await self.client.exists(keys.run):
+            return None
+        return _decode.events(entries)
+
+    @store_call
+    async def run_hooks(self, run_id: str) -> list[HookInfo] | None:
+        keys = self._run(run_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.exists(keys.run)
+            pipe.hget(keys.run, "session")
+            pipe.hgetall(keys.hooks)
+            exists, session, hooks = await pipe.execute()
+        if not exists:
+            return None
+        return _records.decode_all(run_id, hooks, _decode.opt_text(session))
+
+    @store_call
+    async def pending_hooks(self) -> list[HookInfo]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for partition in range(self.partitions):
+                pipe.smembers(_keys.key("pending", partition))
+            members = await pipe.execute()
+        tokens = sorted(t.decode() for group in members for t in group)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for token in tokens:
+                run_id, hook_id = parse_token(token)
+                keys = self._run(run_id)
+                pipe.hget(keys.hooks, hook_id)
+                pipe.hget(keys.run, "session")
+            values = await pipe.execute()
+        result = []
+        for i, token in enumerate(tokens):
+            record, session = values[2 * i], values[2 * i + 1]
+            if record is not None and _records.is_pending(record):
+                run_id, hook_id = parse_token(token)
+                result.append(_records.decode(run_id, hook_id, record, _decode.opt_text(session)))
+        return result
+
+    @store_call
+    async def list_runs(self, status: RunStatus | None, limit: int | None) -> list[RunInfo]:
+        """An operator's scan: O(keys), not for hot paths."""
+        run_ids = []
+        pattern = f"{_keys.PREFIX}:{{p:*}}:{_keys.TEMPLATES['run'].format(run_id='*')}"
+        async for key in self.client.scan_iter(match=pattern, count=1000):
+            run_id = key.decode().rsplit(":run:", 1)[1]
+            if RUN_ID_RE.match(run_id):
+                run_ids.append(run_id)
+        infos = []
+        for i in range(0, len(run_ids), 500):
+            chunk = run_ids[i : i + 500]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for run_id in chunk:
+                    pipe.hgetall(self._run(run_id).run)
+                replies = await pipe.execute()
+            for run_id, run in zip(chunk, replies, strict=True):
+                if run:
+                    info = _decode.run_info(run_id, run, {})
+                    if status is None or info.status is status:
+                        infos.append(info)
+        infos.sort(key=lambda r: r.created_at or 0, reverse=True)
+        return infos if limit is None else infos[:limit]
+
+    @store_call
+    async def stats(self) -> dict[str, int]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for partition in range(self.partitions):
+                pipe.hgetall(_keys.key("stats", partition))
+                pipe.scard(_keys.key("pending", partition))
+            replies = await pipe.execute()
+        totals = dict.fromkeys(
+            ("started", "completed", "failed", "cancelled", "suspended", "hooks_pending"), 0
+        )
+        for i in range(0, len(replies), 2):
+            for field, value in replies[i].items():
+                if field.decode() in totals:
+                    totals[field.decode()] += int(value)
+            totals["hooks_pending"] += int(replies[i + 1])
+        return totals
+
+
+def _ops(ops: list[Op]) -> list[list[str]]:
+    """The writes as the APPLY script reads them (see ``lua/apply.lua``)."""
+    out: list[list[str]] = []
+    for op in ops:
+        kind = op[0]
+        if kind == "hook":
+            hook = op[1]
+            record = _records.encode_pending(hook.meta, validated=hook.validated)
+            encoded = [kind, hook.hook_id, record, hook.token]
+            if hook.expires_at_ms is not None:
+                encoded.append(str(hook.expires_at_ms))
+            out.append(encoded)
+        elif kind == "timer":
+            out.append([kind, op[1], str(op[2])])
+        elif kind == "uncheckpoint":
+            out.append([kind, op[1]])
+        else:  # event (type, data), checkpoint (step id, state), post, prompt (message)
+            out.append(
+                [kind, *(part.decode() if isinstance(part, bytes) else part for part in op[1:])]
+            )
+    return out
+
+
+def _text(part: bytes | str) -> str:
+    return part.decode() if isinstance(part, bytes) else part

@@ -1,0 +1,52 @@
+"""Turning raw Redis replies into the store's typed results and the runtime's models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._codec import loads
+from ...models import Event, RunInfo, RunStatus
+from . import _records
+
+
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def opt_text(value: bytes | str | None) -> str | None:
+    return text(value) if value else None
+
+
+def events(entries: list[Any]) -> list[Event]:
+    """Events from the raw reply of XRANGE on a run's event stream (inside a script the
+    fields come as a flat list, outside as a dict)."""
+    out = []
+    for entry_id, fields in entries:
+        if isinstance(fields, dict):
+            out.append(Event(text(entry_id), text(fields[b"t"]), loads(fields[b"d"])))
+        else:
+            mapping = {text(fields[i]): fields[i + 1] for i in range(0, len(fields), 2)}
+            out.append(Event(text(entry_id), text(mapping["t"]), loads(mapping["d"])))
+    return out
+
+
+def flat_hash(flat: list[bytes]) -> dict[str, bytes]:
+    """A hash returned by HGETALL inside a script (a flat list of fields and values)."""
+    return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def run_info(run_id: str, run: dict[bytes, bytes], hooks: dict[bytes, bytes]) -> RunInfo:
+    status = RunStatus(run[b"status"].decode())
+    out = run.get(b"out")
+    session = opt_text(run.get(b"session"))
+    created = run.get(b"created")
+    return RunInfo(
+        run_id=run_id,
+        workflow=run[b"wf"].decode(),
+        status=status,
+        result=loads(out) if out and status is RunStatus.COMPLETED else None,
+        error=loads(out) if out and status is RunStatus.FAILED else None,
+        session=session,
+        created_at=int(created) / 1000 if created else None,
+        hooks=_records.decode_all(run_id, hooks, session),
+    )

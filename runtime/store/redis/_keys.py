@@ -1,0 +1,114 @@
+"""Every Redis key name Parley uses, in one place — for Python and, through the generated
+header of :mod:`._scripts`, for the Lua scripts too.
+
+All keys of one run share the hash tag ``{p:N}`` of the run's *partition*, so every
+per-run script touches a single slot and the same code runs on Redis Cluster. A chat
+session's keys live in the session's partition, and runs bound to a session get ids in
+that same partition, so a hook's prompt reaches the session's outbox in the hook's own
+single-slot script.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from dataclasses import dataclass
+
+PREFIX = "parley"
+# Names of the workflows some worker can execute (a single key: read alone, never in a script).
+WORKFLOWS_KEY = f"{PREFIX}:workflows"
+
+# Keys inside a partition, after its prefix "parley:{p:N}:". The Lua header gets one
+# function per template (``key_<name>(prefix, ...)``), so no script spells a key itself.
+TEMPLATES = {
+    "run": "run:{run_id}",  # hash: status, workflow, session, result, lease, fence, count
+    "events": "run:{run_id}:events",  # stream: the run's event log (the source of truth)
+    "ckpt": "run:{run_id}:ckpt",  # hash: step id -> checkpoint JSON
+    "hooks": "run:{run_id}:hooks",  # hash: hook id -> hook record (see ._records)
+    "tasks": "tasks",  # stream + group: "execute run X" messages
+    "deadlines": "deadlines",  # sorted set: due ms -> deadline member
+    "pending": "pending",  # set: tokens of the pending hooks (list_hooks)
+    "stats": "stats",  # hash: store-wide counters of the partition
+    # hash session id -> number of its prompts still pending; a session's outbox gets its
+    # retention TTL only when none is pending, whichever run ends
+    "waiting": "waiting",
+    "outbox": "session:{session}:outbox",  # stream: one chat session's messages
+    "session_meta": "session:{session}:meta",  # hash: the server's view of a session
+    "session_lock": "session:{session}:starting",  # string: a message is starting a run
+    # stream: a gateway process's wake-ups for its outbox reader of this partition
+    "gateway_wake": "gateway:{process}:wake",
+}
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The partition of a run id or a session id."""
+    return zlib.crc32(key.encode()) % partitions
+
+
+@functools.lru_cache(maxsize=1024)
+def partition_prefix(partition: int) -> str:
+    return f"{PREFIX}:{{p:{partition}}}:"
+
+
+def key(name: str, partition: int, **fields: str) -> str:
+    return partition_prefix(partition) + TEMPLATES[name].format(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class RunKeys:
+    """The keys of one run, in the order every per-run script receives them as KEYS."""
+
+    run_id: str
+    partition: int
+    prefix: str
+    run: str
+    events: str
+    ckpt: str
+    hooks: str
+    tasks: str
+    deadlines: str
+    pending: str
+    stats: str
+
+    @property
+    def all(self) -> list[str]:
+        return [
+            self.run,
+            self.events,
+            self.ckpt,
+            self.hooks,
+            self.tasks,
+            self.deadlines,
+            self.pending,
+            self.stats,
+        ]
+
+
+@functools.lru_cache(maxsize=4096)
+def run_keys(run_id: str, partitions: int) -> RunKeys:
+    p = partition_of(run_id, partitions)
+    prefix = partition_prefix(p)
+    run = prefix + TEMPLATES["run"].format(run_id=run_id)
+    return RunKeys(
+        run_id=run_id,
+        partition=p,
+        prefix=prefix,
+        run=run,
+        events=prefix + TEMPLATES["events"].format(run_id=run_id),
+        ckpt=prefix + TEMPLATES["ckpt"].format(run_id=run_id),
+        hooks=prefix + TEMPLATES["hooks"].format(run_id=run_id),
+        tasks=prefix + TEMPLATES["tasks"],
+        deadlines=prefix + TEMPLATES["deadlines"],
+        pending=prefix + TEMPLATES["pending"],
+        stats=prefix + TEMPLATES["stats"],
+    )
+
+
+def partition_keys(partition: int) -> list[str]:
+    """The partition-wide keys, in the order the deadline script receives them."""
+    return [key(name, partition) for name in ("deadlines", "tasks", "pending", "stats")]
+
+
+# A member of a partition's deadline set: ``<run>|h|<hook>`` (a hook's timeout) or
+# ``<run>|t|<timer>`` (a sleep, a retry backoff); built and parsed in the Lua scripts.
+DEADLINE_SEP = "|"

@@ -1,0 +1,99 @@
+-- APPLY: a fenced batch of writes by the worker that holds the run's lease: events,
+-- checkpoint writes and deletes, hook creation (record + pending index + deadline + the
+-- session prompt), the run's timer, session messages; then, optionally, the suspension or
+-- the end of the run, with the task's acknowledgement.
+-- Races closed:
+--  - a zombie worker (paused past its lease) writing after another took over: the fence no
+--    longer matches and nothing is written;
+--  - an answer, expiry or timer landing while the run is still executing (e.g. resume_hook
+--    called from inside on_created): every call returns the events that arrived after the
+--    last one this execution saw (so a later write cannot hide them behind its own id), and
+--    a suspension is refused when there are any: the worker continues instead of
+--    stranding the run;
+--  - a run that ends with a hook still pending (its step failed after handing out the
+--    token): the hook is closed with its deadline and pending-index entry;
+--  - a crash between recording the hook and acknowledging the task: both are one script,
+--    so the task is either still pending (replayed) or the suspension is fully recorded.
+-- ARGV[1]: the request as JSON: {fence, now, max_events, run_id, prefix, after, retention,
+--   writes = [op...], suspension = [op...] (optional), finish = {status, value} (optional)}.
+--   Ops are arrays built by runtime/store/redis/__init__.py from runtime/store/writes.py.
+-- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events}.
+local keys = run_keys()
+local req = cjson.decode(ARGV[1])
+
+if redis.call('HGET', keys.run, 'fence') ~= req.fence then return {'lost'} end
+
+local function count_events(ops)
+  local n = 0
+  for _, op in ipairs(ops) do
+    if op[1] == 'event' then n = n + 1 end
+  end
+  return n
+end
+
+local writes, suspension, finish = req.writes, req.suspension, req.finish
+local new_events = count_events(writes) + (suspension and count_events(suspension) or 0)
+local count = tonumber(redis.call('HGET', keys.run, 'nev') or '0')
+if count + new_events > tonumber(req.max_events) then return {'limit', tostring(count)} end
+
+local arrived = redis.call('XRANGE', keys.events, '(' .. req.after, '+')
+local refused = suspension ~= nil and #arrived > 0
+local session = redis.call('HGET', keys.run, 'session')
+if session == '' then session = false end
+local outbox = session and key_outbox(req.prefix, session)
+
+local last = ''
+local function apply(ops)
+  for _, op in ipairs(ops) do
+    local kind = op[1]
+    if kind == 'event' then
+      last = append_event(keys.run, keys.events, op[2], op[3])
+    elseif kind == 'checkpoint' then
+      redis.call('HSET', keys.ckpt, op[2], op[3])
+    elseif kind == 'uncheckpoint' then
+      redis.call('HDEL', keys.ckpt, op[2])
+    elseif kind == 'hook' then
+      -- {'hook', hook id, record, token, expires ms or absent}
+      redis.call('HSET', keys.hooks, op[2], op[3])
+      redis.call('SADD', keys.pending, op[4])
+      if op[5] then
+        redis.call('ZADD', keys.deadlines, op[5], deadline_member(req.run_id, 'h', op[2]))
+      end
+    elseif kind == 'timer' then
+      -- {'timer', timer id, due ms}: the run's one durable timer (sleep, retry backoff)
+      local member = deadline_member(req.run_id, 't', op[2])
+      redis.call('ZADD', keys.deadlines, op[3], member)
+      redis.call('HSET', keys.run, 'dl', member)
+    elseif kind == 'post' then
+      if outbox then post(outbox, op[2]) end
+    elseif kind == 'prompt' then
+      if outbox then
+        post(outbox, op[2])
+        -- a pending prompt must stay visible however long the visitor takes
+        redis.call('HINCRBY', key_waiting(req.prefix), session, 1)
+        redis.call('PERSIST', outbox)
+      end
+    else
+      error('APPLY: unknown op ' .. tostring(kind))
+    end
+  end
+end
+
+apply(writes)
+if refused then return {'refused', last, arrived} end
+if suspension then apply(suspension) end
+
+if suspension or finish then
+  local msg = redis.call('HGET', keys.run, 'msg')
+  if msg then ack_task(keys.tasks, msg) end
+  redis.call('HDEL', keys.run, 'msg', 'lease', 'owner')
+  if suspension then
+    redis.call('HSET', keys.run, 'status', 'suspended')
+    redis.call('HINCRBY', keys.stats, 'suspended', 1)
+  else
+    redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now)
+    redis.call('HINCRBY', keys.stats, finish.status, 1)
+    end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention))
+  end
+end
+return {'ok', last, arrived}

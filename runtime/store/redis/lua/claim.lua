@@ -1,0 +1,26 @@
+-- CLAIM: take a run's lease for one execution and load everything replay needs in the same
+-- round trip.
+-- Race closed: two workers handed the same run (a reclaimed task whose first consumer is
+-- merely slow, or a duplicate task): only one gets a live lease, and the fence increments
+-- on every takeover so the loser's later writes are refused.
+-- ARGV: consumer, now ms, lease ms, task message id.
+-- Returns {'skipped', status} | {'busy'} | {'ok', fence, workflow, session, events, ckpts}.
+local keys = run_keys()
+local consumer, now, lease_ms, msg = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+
+local rs = redis.call('HMGET', keys.run, 'status', 'lease', 'wf', 'session', 'owner')
+local status = rs[1]
+if (not status) or status == 'suspended' or FINISHED[status] then
+  ack_task(keys.tasks, msg)
+  return {'skipped', status or 'missing'}
+end
+-- A live lease of another worker: busy. The same worker may take its own run back (its
+-- previous execution of it was abandoned; a worker never runs one run twice at once).
+if status == 'running' and tonumber(rs[2] or '0') > now and rs[5] ~= consumer then
+  return {'busy'}
+end
+local fence = redis.call('HINCRBY', keys.run, 'fence', 1)
+redis.call('HSET', keys.run, 'status', 'running', 'owner', consumer, 'lease', now + lease_ms,
+  'msg', msg)
+return {'ok', tostring(fence), rs[3], rs[4] or '',
+  redis.call('XRANGE', keys.events, '-', '+'), redis.call('HGETALL', keys.ckpt)}

@@ -1,0 +1,90 @@
+-- Helpers shared by every script. The loader puts them after the generated header (the
+-- constants and key functions of runtime/store/redis/_keys.py and _records.py) and before
+-- each script's own body.
+
+-- A hook record is "<state letter><schema flag><metadata JSON>"; scripts read and flip the
+-- state letter only.
+local function hook_state(record)
+  return string.sub(record, 1, 1)
+end
+
+local function with_hook_state(record, state)
+  return state .. string.sub(record, 2)
+end
+
+local function deadline_member(run_id, kind, id)
+  return run_id .. DEADLINE_SEP .. kind .. DEADLINE_SEP .. id
+end
+
+local function append_event(run_key, events_key, event_type, data)
+  local id = redis.call('XADD', events_key, '*', 't', event_type, 'd', data)
+  redis.call('HINCRBY', run_key, 'nev', 1)
+  return id
+end
+
+local function post(outbox, message)
+  redis.call('XADD', outbox, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', 'm', message)
+end
+
+local function ack_task(tasks_key, msg)
+  redis.call('XACK', tasks_key, GROUP, msg)
+  redis.call('XDEL', tasks_key, msg)
+end
+
+local function enqueue(tasks_key, run_id, workflow)
+  redis.call('XADD', tasks_key, '*', 'r', run_id, 'w', workflow)
+end
+
+-- A session's messages may expire only when none of its prompts is pending, across all of
+-- its runs: `waiting` counts them per session.
+local function unwait(waiting, session, n)
+  local left = redis.call('HINCRBY', waiting, session, -n)
+  if left <= 0 then redis.call('HDEL', waiting, session) end
+  return left
+end
+
+-- Close every pending hook of a run, with its pending-index entry and its deadline, so
+-- nothing of them outlives the run. Returns how many were closed.
+local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id)
+  local hooks = redis.call('HGETALL', hooks_key)
+  local closed = 0
+  for j = 1, #hooks, 2 do
+    local hook_id, record = hooks[j], hooks[j + 1]
+    if hook_state(record) == HOOK_PENDING
+        and not string.find(hook_id, DIGEST_SUFFIX, 1, true) then
+      redis.call('HSET', hooks_key, hook_id, with_hook_state(record, HOOK_CANCELLED))
+      redis.call('SREM', pending_key, run_id .. ':' .. hook_id)
+      redis.call('ZREM', deadlines_key, deadline_member(run_id, 'h', hook_id))
+      closed = closed + 1
+    end
+  end
+  return closed
+end
+
+-- A run ended (finished or cancelled): its checkpoints and its timer go, its pending hooks
+-- close, and its keys expire together after the retention; the session's messages too,
+-- unless another of its runs still has a prompt pending.
+local function end_run(prefix, run_id, keys, session, ttl)
+  redis.call('DEL', keys.ckpt)
+  local dl = redis.call('HGET', keys.run, 'dl')
+  if dl then
+    redis.call('ZREM', keys.deadlines, dl)
+    redis.call('HDEL', keys.run, 'dl')
+  end
+  local closed = close_pending_hooks(keys.hooks, keys.pending, keys.deadlines, run_id)
+  redis.call('EXPIRE', keys.run, ttl)
+  redis.call('EXPIRE', keys.events, ttl)
+  redis.call('EXPIRE', keys.hooks, ttl)
+  if session and session ~= '' then
+    local waiting = key_waiting(prefix)
+    local left = tonumber(redis.call('HGET', waiting, session) or '0')
+    if closed > 0 then left = unwait(waiting, session, closed) end
+    if left <= 0 then redis.call('EXPIRE', key_outbox(prefix, session), ttl) end
+  end
+end
+
+-- Every per-run script receives the run's keys in this order (RunKeys.all in _keys.py).
+local function run_keys()
+  return {run = KEYS[1], events = KEYS[2], ckpt = KEYS[3], hooks = KEYS[4], tasks = KEYS[5],
+          deadlines = KEYS[6], pending = KEYS[7], stats = KEYS[8]}
+end

@@ -1,0 +1,14 @@
+-- START: create a run: its hash, its first event and its task in one step.
+-- Race closed: a crash between writing the run and enqueueing it would leave a run no
+-- worker ever picks up.
+-- ARGV: run id, workflow, session ('' for none), now ms, workflow.started event data.
+-- Returns 1 (created) or 0 (a run of that id exists; nothing changed).
+local keys = run_keys()
+local run_id, workflow, session, now, event = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if redis.call('EXISTS', keys.run) == 1 then return 0 end
+redis.call('HSET', keys.run, 'status', 'pending', 'wf', workflow, 'created', now, 'fence', 0)
+if session ~= '' then redis.call('HSET', keys.run, 'session', session) end
+append_event(keys.run, keys.events, 'workflow.started', event)
+enqueue(keys.tasks, run_id, workflow)
+redis.call('HINCRBY', keys.stats, 'started', 1)
+return 1

@@ -1,0 +1,85 @@
+"""The writes of one execution, built by typed calls and applied by the store in one
+fenced, atomic step (:meth:`runtime.store.Store.apply`).
+
+The engine buffers what an execution records — events, checkpoint changes, hook
+creations, deadlines, session messages — and hands the whole batch to the store at the
+next durable point, so a HITL lifecycle costs a handful of round trips. This class is the
+only producer of that batch; each store backend is its only reader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..models import EventType
+
+# An op is a tuple whose first item names it; a backend turns each into its own form.
+Op = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HookSpec:
+    """A hook to create: its id, its token, its metadata (name, step id, expiry, prompt,
+    schema) and whether answers are validated against the schema."""
+
+    hook_id: str
+    token: str
+    meta: dict[str, Any]
+    validated: bool
+    expires_at_ms: int | None
+
+
+class Writes:
+    """An ordered batch of writes to one run."""
+
+    __slots__ = ("event_count", "ops")
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.event_count = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __repr__(self) -> str:
+        return f"<Writes {[op[0] for op in self.ops]}>"
+
+    def event(self, event_type: EventType, data: bytes) -> None:
+        """Append an event (``data``: its JSON object) to the run's log."""
+        self.ops.append(("event", event_type.value, data))
+        self.event_count += 1
+
+    def save_checkpoint(self, step_id: str, state: bytes) -> None:
+        self.ops.append(("checkpoint", step_id, state))
+
+    def delete_checkpoint(self, step_id: str) -> None:
+        self.ops.append(("uncheckpoint", step_id))
+
+    def create_hook(self, hook: HookSpec) -> None:
+        """Record a pending hook, index it as pending and, with an expiry, schedule its
+        deadline."""
+        self.ops.append(("hook", hook))
+
+    def schedule_timer(self, timer_id: str, due_ms: int) -> None:
+        """The run's durable timer (a sleep or a retry backoff): one at a time per run."""
+        self.ops.append(("timer", timer_id, due_ms))
+
+    def post(self, message: bytes) -> None:
+        """A message to the run's chat session (ignored when the run has none)."""
+        self.ops.append(("post", message))
+
+    def prompt(self, message: bytes) -> None:
+        """A hook's prompt to the run's chat session: it keeps the session's messages from
+        expiring while the hook is pending."""
+        self.ops.append(("prompt", message))
+
+    def take(self) -> Writes:
+        """Move the buffered writes into a new batch and start empty."""
+        taken = Writes()
+        taken.ops, self.ops = self.ops, []
+        taken.event_count, self.event_count = self.event_count, 0
+        return taken

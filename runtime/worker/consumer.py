@@ -1,0 +1,224 @@
+"""The worker's consumer: reads tasks, admits at most ``concurrency`` executions, queues
+the rest, hands back the tasks of workflows it does not run, and executes runs."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .._clock import now_ms
+from ..engine.execution import Execution
+from ..engine.signals import Abort, Interrupted
+from ..errors import LeaseLost, StoreUnavailable, WorkflowNotFound
+from ..metrics import Metrics
+from ..registry import get_workflow
+from ..settings import Limits
+from ..store import ClaimStatus, Store, Task
+from .backoff import Backoff
+
+log = logging.getLogger("parley.worker")
+
+
+class TaskConsumer:
+    """One consumer of the task queues.
+
+    A task becomes an asyncio task that claims the run and executes it; at most
+    ``concurrency`` run at once, the rest wait in a backlog in arrival order. A task for a
+    run this worker is executing already is deferred until that execution ends (e.g. an
+    answer enqueued it just as its suspension committed), rather than left pending until
+    the visibility timeout.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        metrics: Metrics,
+        *,
+        name: str,
+        concurrency: int,
+        block_ms: int,
+        lease_ms: int,
+        limits: Limits,
+        retention_seconds: int,
+        executes: Callable[[str], bool],
+        hand_back_delay: float,
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.name = name
+        self.concurrency = concurrency
+        self.block_ms = block_ms
+        self.lease_ms = lease_ms
+        self.limits = limits
+        self.retention_seconds = retention_seconds
+        self.executes = executes
+        self.hand_back_delay = hand_back_delay
+        self.handed_back = 0  # tasks given back because this worker does not run them
+        self.draining = False  # a drain reads a handed-back task again at once: skip those
+        self._running: dict[str, Execution] = {}
+        self._execution_tasks: dict[str, asyncio.Task[Any] | None] = {}
+        self._deferred: dict[str, list[Task]] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        # Tasks delivered beyond `concurrency` (one read may deliver up to `count` per
+        # partition): run as slots free up, in order.
+        self._backlog: collections.deque[Task] = collections.deque()
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def executions(self) -> list[Execution]:
+        return list(self._running.values())
+
+    def stop_execution(self, execution: Execution) -> bool:
+        """Cancel ``execution`` if it is still the one running its run here."""
+        task = self._execution_tasks.get(execution.run_id)
+        if task is None or self._running.get(execution.run_id) is not execution:
+            return False
+        task.cancel()
+        return True
+
+    @property
+    def idle(self) -> bool:
+        return not self.tasks and not self._backlog
+
+    # reading ---------------------------------------------------------------------------
+    def per_partition(self, free: int, partitions: tuple[int, ...]) -> int:
+        """A read's count applies to each partition: split the free slots among them, so
+        one read cannot take far more than this worker runs (and starve the others)."""
+        return max(1, -(-free // len(partitions)))
+
+    async def read_loop(self, partitions: tuple[int, ...], stopping: asyncio.Event) -> None:
+        backoff = Backoff("task loop")
+        while not stopping.is_set():
+            free = self.concurrency - len(self.tasks)
+            if free <= 0 or self._backlog:
+                if self.tasks:
+                    await asyncio.wait(self.tasks, return_when=asyncio.FIRST_COMPLETED)
+                else:
+                    self._admit_backlog()
+                continue
+            try:
+                tasks = await self.store.read_tasks(
+                    self.name, partitions, self.per_partition(free, partitions), self.block_ms
+                )
+            except StoreUnavailable as exc:
+                await backoff.wait(exc)
+                continue
+            backoff.reset()
+            self.dispatch(tasks)
+
+    async def read_once(self, partitions: tuple[int, ...]) -> None:
+        """One non-blocking read (a drain)."""
+        tasks = await self.store.read_tasks(
+            self.name, partitions, self.per_partition(self.concurrency, partitions), None
+        )
+        self.dispatch(tasks)
+
+    # admission -------------------------------------------------------------------------
+    def dispatch(self, tasks: list[Task]) -> None:
+        for task in tasks:
+            if task.workflow and not self.executes(task.workflow):
+                if not self.draining:
+                    self._spawn_hand_back(task)
+                continue
+            if task.run_id in self._running:
+                self._deferred.setdefault(task.run_id, []).append(task)
+                continue
+            self._admit(task)
+
+    def _admit(self, task: Task) -> None:
+        if len(self.tasks) < self.concurrency:
+            self._spawn(task)
+        else:
+            self._backlog.append(task)
+
+    def _admit_backlog(self) -> None:
+        while self._backlog and len(self.tasks) < self.concurrency:
+            task = self._backlog.popleft()
+            if task.run_id in self._running:
+                self._deferred.setdefault(task.run_id, []).append(task)
+            else:
+                self._spawn(task)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self._admit_backlog()
+
+    def _spawn(self, task: Task, delay: float = 0.0) -> None:
+        handle = asyncio.create_task(self.execute(task, delay))
+        self.tasks.add(handle)
+        handle.add_done_callback(self._task_done)
+
+    def _spawn_hand_back(self, task: Task) -> None:
+        handle = asyncio.create_task(self._hand_back(task))
+        self.tasks.add(handle)
+        handle.add_done_callback(self.tasks.discard)
+
+    async def _hand_back(self, task: Task) -> None:
+        """Give a task this worker cannot run back to the group without touching the run
+        (no lease taken). After a delay, so workers that all lack the workflow do not spin
+        on it."""
+        log.error(
+            "workflow %r is not executed by this worker; handing the task back",
+            task.workflow,
+            extra={"run_id": task.run_id, "worker": self.name},
+        )
+        await asyncio.sleep(self.hand_back_delay)
+        self.handed_back += 1
+        await self.store.hand_back(task)
+
+    # executing one run -----------------------------------------------------------------
+    async def execute(self, task: Task, delay: float = 0.0) -> None:
+        run_id = task.run_id
+        ctx = {"run_id": run_id, "worker": self.name}
+        if delay:
+            await asyncio.sleep(delay)
+        try:
+            claim = await self.store.claim(task, self.name, self.lease_ms)
+            if claim.status is not ClaimStatus.OK:
+                return  # finished/suspended (stale task, acked) or busy (left pending)
+            try:
+                workflow = get_workflow(claim.workflow)
+            except WorkflowNotFound as exc:
+                log.error("cannot execute: %s; task left for another worker", exc, extra=ctx)
+                return
+            execution = Execution(
+                self.store,
+                run_id,
+                workflow,
+                claim,
+                limits=self.limits,
+                retention_seconds=self.retention_seconds,
+            )
+            self._running[run_id] = execution
+            self._execution_tasks[run_id] = asyncio.current_task()
+            try:
+                await execution.run()
+            finally:
+                self._running.pop(run_id, None)
+                self._execution_tasks.pop(run_id, None)
+                for deferred in self._deferred.pop(run_id, []):
+                    self._admit(deferred)
+            self.metrics.executions.labels(execution.outcome).inc()
+            if execution.woken_at_ms is not None:
+                self.metrics.resume_latency.observe((now_ms() - execution.woken_at_ms) / 1000)
+            log.debug("execution ended: %s", execution.outcome, extra=ctx)
+        except Abort as abort:
+            if isinstance(abort.error, LeaseLost):
+                self.metrics.lease_losses.inc()
+                log.warning("lease_lost: %s", abort.error, extra=ctx)
+            elif isinstance(abort.error, Interrupted):
+                log.warning("%s", abort.error, extra=ctx)
+                self._spawn(task, delay=0.05)  # it holds our lease: take it back
+            else:
+                log.error(
+                    "store unavailable (%s); the task will be retried", abort.error, extra=ctx
+                )
+        except StoreUnavailable as exc:
+            log.error("store unavailable (%s); the task will be retried", exc, extra=ctx)
+        except Exception:
+            log.exception("execution crashed; the task will be retried", extra=ctx)

@@ -1,0 +1,90 @@
+"""The worker's leases: heartbeats for its long executions, and the reclaim of tasks
+whose worker died."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from .._clock import now_ms
+from ..errors import StoreUnavailable
+from ..metrics import Metrics
+from ..store import Store, Task
+from .backoff import Backoff
+from .consumer import TaskConsumer
+
+log = logging.getLogger("parley.worker")
+
+
+class LeaseKeeper:
+    """Keeps this worker's leases alive and takes over the tasks of dead workers.
+
+    A heartbeat every lease/3 extends the lease of each running execution and resets its
+    task's idle time; an execution whose lease was lost (cancelled, or taken over) is
+    stopped at once. Every visibility/2, tasks idle longer than the visibility timeout are
+    reclaimed and dispatched here.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        consumer: TaskConsumer,
+        metrics: Metrics,
+        *,
+        lease_ms: int,
+        visibility_ms: int,
+        dispatch: Callable[[list[Task]], None],
+    ) -> None:
+        self.store = store
+        self.consumer = consumer
+        self.metrics = metrics
+        self.lease_ms = lease_ms
+        self.visibility_ms = visibility_ms
+        self.dispatch = dispatch
+
+    async def reclaim(self) -> int:
+        """Take over tasks idle longer than the visibility timeout (their worker died)."""
+        tasks = await self.store.reclaim(self.consumer.name, self.visibility_ms)
+        if tasks:
+            log.warning("reclaimed %d task(s)", len(tasks))
+            self.metrics.reclaims.inc(len(tasks))
+            self.dispatch(tasks)
+        return len(tasks)
+
+    async def reclaim_loop(self, stopping: asyncio.Event) -> None:
+        backoff = Backoff("reclaim loop")
+        while not stopping.is_set():
+            await asyncio.sleep(self.visibility_ms / 2000)
+            try:
+                await self.reclaim()
+            except StoreUnavailable as exc:
+                await backoff.wait(exc)
+                continue
+            backoff.reset()
+
+    async def heartbeat_loop(self, stopping: asyncio.Event) -> None:
+        backoff = Backoff("heartbeat loop")
+        while not stopping.is_set():
+            await asyncio.sleep(self.lease_ms / 3000)
+            executions = self.consumer.executions()
+            if not executions:
+                continue
+            try:
+                alive = await self.store.heartbeat(
+                    [(ex.run_id, ex.fence) for ex in executions],
+                    now_ms() + self.lease_ms,
+                    self.consumer.name,
+                )
+            except StoreUnavailable as exc:
+                await backoff.wait(exc)
+                continue
+            backoff.reset()
+            for execution, kept in zip(executions, alive, strict=True):
+                if not kept and self.consumer.stop_execution(execution):
+                    # Cancelled or taken over: stop its side effects now, not at its next
+                    # write (which the fence would refuse anyway).
+                    log.warning(
+                        "lease_lost: stopping the execution", extra={"run_id": execution.run_id}
+                    )
+                    self.metrics.lease_losses.inc()

@@ -1,0 +1,169 @@
+"""The worker: a consumer-group member that executes runs, fires deadlines, reclaims the
+tasks of dead workers and heartbeats its long executions.
+
+A worker holds an asyncio task only for a run it is *executing*; a suspended run costs
+store bytes and nothing here. Background loops: task readers, deadlines, reclaim,
+heartbeat — a fixed few, whatever the number of runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+from collections.abc import Iterable
+from types import ModuleType
+
+from ..client import Runtime
+from ..errors import WorkflowNotFound
+from ..metrics import Metrics
+from ..registry import get_workflow, import_apps, registered_workflows
+from ..settings import (
+    DEFAULT_CONCURRENCY,
+    HAND_BACK_DELAY_SECONDS,
+    MAX_BLOCK_SECONDS,
+    TASK_BLOCK_SECONDS,
+    TIMER_TICK_SECONDS,
+)
+from .consumer import TaskConsumer
+from .deadlines import DeadlineLoop
+from .leases import LeaseKeeper
+
+
+class Worker:
+    """Executes the runs of the workflows it knows, from the store of ``runtime``.
+
+    ``app`` names the module(s) defining the workflows; ``workflows`` restricts it to some
+    of them (tasks of the others are handed back to the group: worker pools, rolling
+    deploys). ``concurrency`` bounds the executions at once. ``visibility_timeout``
+    (default: the lease) is how long a task may stay unacknowledged before another worker
+    takes it over.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        app: str | ModuleType | Iterable[str | ModuleType] | None = None,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        name: str | None = None,
+        block_seconds: float = TASK_BLOCK_SECONDS,
+        timer_tick: float = TIMER_TICK_SECONDS,
+        visibility_timeout: float | None = None,
+        workflows: Iterable[str] | None = None,
+        hand_back_delay: float = HAND_BACK_DELAY_SECONDS,
+    ) -> None:
+        import_apps(app)
+        self.runtime = runtime
+        # The workflows this worker executes (default: all registered in this process).
+        self.workflows = None if workflows is None else frozenset(workflows)
+        self.consumer = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.metrics = Metrics()
+        self._stopping = asyncio.Event()
+        self.ready = asyncio.Event()  # set once connected, announced and consuming
+        visibility = (
+            visibility_timeout if visibility_timeout is not None else (runtime.lease_ms / 1000)
+        )
+        store = runtime.store
+        self.tasks = TaskConsumer(
+            store,
+            self.metrics,
+            name=self.consumer,
+            concurrency=concurrency,
+            block_ms=int(min(block_seconds, MAX_BLOCK_SECONDS) * 1000),
+            lease_ms=runtime.lease_ms,
+            limits=runtime.limits,
+            retention_seconds=runtime.retention_seconds,
+            executes=self._executes,
+            hand_back_delay=hand_back_delay,
+        )
+        self.deadlines = DeadlineLoop(store, self.metrics, tick=timer_tick)
+        self.leases = LeaseKeeper(
+            store,
+            self.tasks,
+            self.metrics,
+            lease_ms=runtime.lease_ms,
+            visibility_ms=int(visibility * 1000),
+            dispatch=self.tasks.dispatch,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Worker {self.consumer} running={self.running}>"
+
+    @property
+    def running(self) -> int:
+        """Runs executing right now."""
+        return self.tasks.running
+
+    @property
+    def handed_back(self) -> int:
+        """Tasks given back because this worker does not run their workflow."""
+        return self.tasks.handed_back
+
+    def _executes(self, workflow: str) -> bool:
+        if self.workflows is not None and workflow not in self.workflows:
+            return False
+        try:
+            get_workflow(workflow)
+        except WorkflowNotFound:
+            return False
+        return True
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def fire_due(self, limit: int = 500) -> int | None:
+        """Fire every due deadline now; returns the earliest one still pending (ms)."""
+        return await self.deadlines.fire_due(limit)
+
+    async def reclaim(self) -> int:
+        """Take over tasks idle longer than the visibility timeout (their worker died)."""
+        return await self.leases.reclaim()
+
+    async def run(self, *, drain: bool = False) -> None:
+        """Work until :meth:`stop`; with ``drain=True``, return as soon as no task is ready
+        and no execution is in flight (deterministic tests)."""
+        await self.runtime.connect()
+        await self.runtime.announce_workflows(registered_workflows())
+        if drain:
+            await self._drain()
+            return
+        stopping = self._stopping
+        loops = [
+            asyncio.create_task(self.tasks.read_loop(partitions, stopping), name="parley-tasks")
+            for partitions in self.runtime.store.task_sources()
+        ]
+        loops += [
+            asyncio.create_task(self.deadlines.run(stopping), name="parley-deadlines"),
+            asyncio.create_task(self.leases.reclaim_loop(stopping), name="parley-reclaim"),
+            asyncio.create_task(self.leases.heartbeat_loop(stopping), name="parley-heartbeat"),
+        ]
+        self.ready.set()
+        try:
+            await stopping.wait()
+        finally:
+            # redis-py can swallow a cancellation that lands mid-command; the loops also
+            # check the stop event, and we cancel again until each one has really ended.
+            pending: set[asyncio.Task[None]] = set(loops)
+            while pending:
+                for loop in pending:
+                    loop.cancel()
+                _, pending = await asyncio.wait(pending, timeout=0.5)
+            if self.tasks.tasks:
+                await asyncio.gather(*self.tasks.tasks, return_exceptions=True)
+
+    async def drain(self) -> None:
+        await self.run(drain=True)
+
+    async def _drain(self) -> None:
+        self.tasks.draining = True
+        sources = self.runtime.store.task_sources()
+        while True:
+            await self.fire_due()
+            for partitions in sources:
+                await self.tasks.read_once(partitions)
+            if self.tasks.idle:
+                return
+            while self.tasks.tasks:
+                await asyncio.gather(*self.tasks.tasks, return_exceptions=True)

@@ -1,0 +1,191 @@
+"""Durable waits and step checkpoints as workflow code calls them: ``hook``,
+``step_hook``, ``sleep``, the checkpoint calls, ``current_run`` and ``emit``. Each checks
+where it is called from, then hands over to the engine (:mod:`runtime.engine.waits`),
+which consults the replay index first, so replay never repeats a wait that already ended
+and records only what is new."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._codec import Duration, parse_duration
+from ..engine import waits
+from ..engine.execution import Execution, current_execution, current_step
+from ..engine.waits import STEP_HOOK_TIMEOUT, OnCreated, OnTimeout
+from ..errors import UsageError
+from ..ids import check_name
+
+__all__ = [
+    "STEP_HOOK_TIMEOUT",
+    "RunContext",
+    "current_run",
+    "delete_step_checkpoint",
+    "emit",
+    "hook",
+    "load_step_checkpoint",
+    "save_step_checkpoint",
+    "sleep",
+    "step_hook",
+]
+
+
+def _execution(what: str) -> Execution:
+    execution = current_execution.get()
+    if execution is None:
+        raise UsageError(f"{what} can only be used while a workflow runs on a worker")
+    return execution
+
+
+def _timeout(timeout: Duration | None) -> float | None:
+    return None if timeout is None else parse_duration(timeout, what="timeout")
+
+
+def _check_on_timeout(on_timeout: str) -> None:
+    if on_timeout not in ("raise", "return"):
+        raise UsageError(f"on_timeout must be 'raise' or 'return', got {on_timeout!r}")
+
+
+async def hook(
+    name: str,
+    timeout: Duration | None = None,
+    on_created: OnCreated | None = None,
+    schema: dict[str, Any] | None = None,
+    on_timeout: OnTimeout = "raise",
+    *,
+    prompt: str | None = None,
+) -> Any:
+    """Suspend the *workflow* until ``resume_hook(token, payload)`` delivers a payload.
+
+    Call it from the workflow body (inside a step use :func:`step_hook`).
+    """
+    execution = _execution("hook()")
+    if current_step.get() is not None:
+        raise UsageError(
+            "hook() is for the workflow body; inside a step use step_hook()",
+            run_id=execution.run_id,
+        )
+    check_name(name, "hook")
+    _check_on_timeout(on_timeout)
+    hook_id = execution.next_workflow_hook_id(name)
+    return await waits.wait_for_hook(
+        execution, name, hook_id, None, _timeout(timeout), on_created, schema, on_timeout, prompt
+    )
+
+
+async def step_hook(
+    name: str,
+    timeout: Duration | None = None,
+    on_created: OnCreated | None = None,
+    schema: dict[str, Any] | None = None,
+    on_timeout: OnTimeout = "raise",
+    *,
+    prompt: str | None = None,
+) -> Any:
+    """Suspend from *inside a step* until an answer arrives; the step then re-executes
+    from the top and this call returns the payload (or ``STEP_HOOK_TIMEOUT``).
+
+    Everything before this call runs again on resume: gate it on
+    :func:`load_step_checkpoint`. ``on_created(token)`` runs once per hook when no crash
+    intervenes, at least once across crashes.
+    """
+    execution = _execution("step_hook()")
+    scope = current_step.get()
+    if scope is None:
+        raise UsageError(
+            "step_hook() must be called inside a @step; in the workflow body use hook()",
+            run_id=execution.run_id,
+        )
+    check_name(name, "hook")
+    _check_on_timeout(on_timeout)
+    n = scope.hook_counters.get(name, 0)
+    scope.hook_counters[name] = n + 1
+    hook_id = f"{scope.step_id}.{name}.{n}"
+    return await waits.wait_for_hook(
+        execution,
+        name,
+        hook_id,
+        scope.step_id,
+        _timeout(timeout),
+        on_created,
+        schema,
+        on_timeout,
+        prompt,
+    )
+
+
+async def sleep(duration: Duration) -> None:
+    """Durable timer at workflow level: the run suspends and a deadline wakes it."""
+    execution = _execution("sleep()")
+    if current_step.get() is not None:
+        raise UsageError(
+            "sleep() is durable at workflow level only; inside a step use asyncio.sleep",
+            run_id=execution.run_id,
+        )
+    waits.sleep(execution, parse_duration(duration, what="sleep duration"))
+
+
+def _step_scope(what: str) -> tuple[Execution, str]:
+    execution = _execution(what)
+    scope = current_step.get()
+    if scope is None:
+        raise UsageError(f"{what} must be called inside a @step", run_id=execution.run_id)
+    return execution, scope.step_id
+
+
+async def save_step_checkpoint(state: Any, *, defer: bool = False) -> None:
+    """Save the current step's state (JSON); it is deleted when the step completes.
+
+    By default the checkpoint is durable when this returns (one round trip): a crash
+    after it never re-runs what it records. With ``defer=True`` it is written together
+    with the step's next durable write — the ``hook.created`` of the following
+    ``step_hook``, or the step's end — saving that round trip; use it when nothing slow
+    or side-effecting runs between the save and the ``step_hook``.
+    """
+    execution, step_id = _step_scope("save_step_checkpoint()")
+    await waits.save_checkpoint(execution, step_id, state, defer=defer)
+
+
+async def load_step_checkpoint() -> Any:
+    """The state saved by this step before it suspended, or None on its first run."""
+    execution, step_id = _step_scope("load_step_checkpoint()")
+    return waits.load_checkpoint(execution, step_id)
+
+
+async def delete_step_checkpoint() -> None:
+    execution, step_id = _step_scope("delete_step_checkpoint()")
+    waits.delete_checkpoint(execution, step_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """Where the calling code runs: its run, its workflow, its chat session, its step."""
+
+    run_id: str
+    workflow: str
+    session: str | None
+    step_id: str | None
+
+    def __repr__(self) -> str:
+        return f"<RunContext {self.run_id} step={self.step_id}>"
+
+
+def current_run() -> RunContext:
+    """The run (and step) the calling workflow or step code belongs to."""
+    execution = _execution("current_run()")
+    scope = current_step.get()
+    return RunContext(
+        run_id=execution.run_id,
+        workflow=execution.workflow.name,
+        session=execution.session,
+        step_id=None if scope is None else scope.step_id,
+    )
+
+
+async def emit(message: dict[str, Any]) -> str | None:
+    """Send a message (agent text, a status) to the run's chat session, if it has one.
+
+    Not recorded in the run's log: on re-execution it is sent again unless the step gates
+    it on its checkpoint. Returns the outbox entry id, or None without a session.
+    """
+    return await waits.post(_execution("emit()"), message)
