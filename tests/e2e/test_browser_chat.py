@@ -25,6 +25,8 @@ def ask(page: Page, stack: Stack, text: str = "my worker crashed") -> None:
     box.fill(text)
     box.press("Enter")
     expect(page.get_by_text("Which product are you using?")).to_be_visible()
+    # the composer's limit is the server's, from its first frame (the widget copies none)
+    expect(box).to_have_attribute("maxlength", "4000")
     expect(page.get_by_text("The agent is waiting for your answer.")).to_be_visible()
 
 

@@ -55,6 +55,24 @@ def test_unknown_session_and_bad_after_are_refused(client: TestClient) -> None:
         assert closed.value.code == 4400
 
 
+def test_the_first_frame_tells_the_page_the_servers_limits(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARLEY_DEMO_CHUNK_DELAY", "0")
+    with make_client(redis_url, max_message_chars=120, max_frame_bytes=2048) as client:
+        session = new_session(client)
+        with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+            ready = ws.receive_json()
+            assert ready["type"] == "ready"
+            assert ready["limits"]["max_message_chars"] == 120
+            assert ready["limits"]["max_frame_bytes"] == 2048
+            assert ready["limits"]["close_codes"]["unknown_session"] == 4404
+            # and the server holds the page to them
+            ws.send_json({"type": "message", "text": "x" * 121, "ref": 1})
+            reply = ws.receive_json()
+            assert reply["error"] == "message_too_large" and "120" in reply["message"]
+
+
 def test_conversation_answer_and_replay(client: TestClient) -> None:
     session = new_session(client)
     with client.websocket_connect(f"/ws/sessions/{session}") as ws:

@@ -18,8 +18,8 @@ from redis.exceptions import ResponseError
 
 from ..._clock import now_ms
 from ...errors import StoreUnavailable
-from ...ids import RUN_ID_RE, new_run_id, parse_token
-from ...models import Event, HookInfo, RunInfo, RunStatus
+from ...ids import new_run_id
+from ...models import RunStatus
 from ...settings import TASKS_GROUP
 from ..base import (
     Answer,
@@ -41,6 +41,7 @@ from . import _decode, _keys, _records, _scripts
 from ._batch import Batcher, Script
 from ._calls import store_call
 from ._connect import connect, is_cluster_url
+from ._inspect import InspectionStore
 from ._sessions import SessionStore
 
 __all__ = ["SCRIPT_NAMES", "RedisStore", "keys", "script_source"]
@@ -74,7 +75,7 @@ class Scripts:
     wait_state: Script
 
 
-class RedisStore(SessionStore):
+class RedisStore(SessionStore, InspectionStore):
     """:class:`runtime.store.Store` on Redis. ``client`` and ``keys`` are public for
     operators and tests that look at the raw data."""
 
@@ -365,99 +366,6 @@ class RedisStore(SessionStore):
             next_due_ms=min(dues) if dues else None,
             saturated=any(int(popped) >= limit for popped, _, _ in replies),
         )
-
-    # inspection --------------------------------------------------------------------
-    @store_call
-    async def get_run(self, run_id: str) -> RunInfo | None:
-        keys = self._run(run_id)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hgetall(keys.run)
-            pipe.hgetall(keys.hooks)
-            run, hooks = await pipe.execute()
-        return _decode.run_info(run_id, run, hooks) if run else None
-
-    @store_call
-    async def events(self, run_id: str) -> list[Event] | None:
-        keys = self._run(run_id)
-        entries: Any = await self.client.xrange(keys.events)
-        if not entries and not await self.client.exists(keys.run):
-            return None
-        return _decode.events(entries)
-
-    @store_call
-    async def run_hooks(self, run_id: str) -> list[HookInfo] | None:
-        keys = self._run(run_id)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.exists(keys.run)
-            pipe.hget(keys.run, "session")
-            pipe.hgetall(keys.hooks)
-            exists, session, hooks = await pipe.execute()
-        if not exists:
-            return None
-        return _records.decode_all(run_id, hooks, _decode.opt_text(session))
-
-    @store_call
-    async def pending_hooks(self) -> list[HookInfo]:
-        async with self.client.pipeline(transaction=False) as pipe:
-            for partition in range(self.partitions):
-                pipe.smembers(_keys.key("pending", partition))
-            members = await pipe.execute()
-        tokens = sorted(t.decode() for group in members for t in group)
-        async with self.client.pipeline(transaction=False) as pipe:
-            for token in tokens:
-                run_id, hook_id = parse_token(token)
-                keys = self._run(run_id)
-                pipe.hget(keys.hooks, hook_id)
-                pipe.hget(keys.run, "session")
-            values = await pipe.execute()
-        result = []
-        for i, token in enumerate(tokens):
-            record, session = values[2 * i], values[2 * i + 1]
-            if record is not None and _records.is_pending(record):
-                run_id, hook_id = parse_token(token)
-                result.append(_records.decode(run_id, hook_id, record, _decode.opt_text(session)))
-        return result
-
-    @store_call
-    async def list_runs(self, status: RunStatus | None, limit: int | None) -> list[RunInfo]:
-        """An operator's scan: O(keys), not for hot paths."""
-        run_ids = []
-        pattern = f"{_keys.PREFIX}:{{p:*}}:{_keys.TEMPLATES['run'].format(run_id='*')}"
-        async for key in self.client.scan_iter(match=pattern, count=1000):
-            run_id = key.decode().rsplit(":run:", 1)[1]
-            if RUN_ID_RE.match(run_id):
-                run_ids.append(run_id)
-        infos = []
-        for i in range(0, len(run_ids), 500):
-            chunk = run_ids[i : i + 500]
-            async with self.client.pipeline(transaction=False) as pipe:
-                for run_id in chunk:
-                    pipe.hgetall(self._run(run_id).run)
-                replies = await pipe.execute()
-            for run_id, run in zip(chunk, replies, strict=True):
-                if run:
-                    info = _decode.run_info(run_id, run, {})
-                    if status is None or info.status is status:
-                        infos.append(info)
-        infos.sort(key=lambda r: r.created_at or 0, reverse=True)
-        return infos if limit is None else infos[:limit]
-
-    @store_call
-    async def stats(self) -> dict[str, int]:
-        async with self.client.pipeline(transaction=False) as pipe:
-            for partition in range(self.partitions):
-                pipe.hgetall(_keys.key("stats", partition))
-                pipe.scard(_keys.key("pending", partition))
-            replies = await pipe.execute()
-        totals = dict.fromkeys(
-            ("started", "completed", "failed", "cancelled", "suspended", "hooks_pending"), 0
-        )
-        for i in range(0, len(replies), 2):
-            for field, value in replies[i].items():
-                if field.decode() in totals:
-                    totals[field.decode()] += int(value)
-            totals["hooks_pending"] += int(replies[i + 1])
-        return totals
 
 
 def _ops(ops: list[Op]) -> list[list[str]]:
