@@ -88,8 +88,8 @@ if suspension or finish then
   if msg then ack_task(keys.tasks, msg) end
   redis.call('HDEL', keys.run, 'msg', 'lease', 'owner')
   if suspension then
-    redis.call('HSET', keys.run, 'status', 'suspended')
-    redis.call('HINCRBY', keys.stats, 'suspended', 1)
+    redis.call('HSET', keys.run, 'status', STATUS.suspended)
+    redis.call('HINCRBY', keys.stats, STATUS.suspended, 1)
   else
     redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now)
     redis.call('HINCRBY', keys.stats, finish.status, 1)

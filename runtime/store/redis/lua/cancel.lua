@@ -14,12 +14,12 @@ local status, msg, session = rs[1], rs[2], rs[3]
 if not status then return {'no_run'} end
 if FINISHED[status] then return {'finished', status} end
 redis.call('HINCRBY', keys.run, 'fence', 1)
-redis.call('HSET', keys.run, 'status', 'cancelled', 'ended', now)
-if status == 'suspended' then redis.call('HINCRBY', keys.stats, 'suspended', -1) end
-redis.call('HINCRBY', keys.stats, 'cancelled', 1)
+redis.call('HSET', keys.run, 'status', STATUS.cancelled, 'ended', now)
+if status == STATUS.suspended then redis.call('HINCRBY', keys.stats, STATUS.suspended, -1) end
+redis.call('HINCRBY', keys.stats, STATUS.cancelled, 1)
 redis.call('HDEL', keys.run, 'owner', 'lease', 'msg')
 if msg then ack_task(keys.tasks, msg) end
-append_event(keys.run, keys.events, 'workflow.cancelled', event)
+append_event(keys.run, keys.events, EVENT.workflow_cancelled, event)
 if session and session ~= '' then post(key_outbox(prefix, session), message) end
 end_run(prefix, run_id, keys, session, ttl)
 return {'cancelled'}

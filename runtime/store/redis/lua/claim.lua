@@ -10,17 +10,17 @@ local consumer, now, lease_ms, msg = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3
 
 local rs = redis.call('HMGET', keys.run, 'status', 'lease', 'wf', 'session', 'owner')
 local status = rs[1]
-if (not status) or status == 'suspended' or FINISHED[status] then
+if (not status) or status == STATUS.suspended or FINISHED[status] then
   ack_task(keys.tasks, msg)
   return {'skipped', status or 'missing'}
 end
 -- A live lease of another worker: busy. The same worker may take its own run back (its
 -- previous execution of it was abandoned; a worker never runs one run twice at once).
-if status == 'running' and tonumber(rs[2] or '0') > now and rs[5] ~= consumer then
+if status == STATUS.running and tonumber(rs[2] or '0') > now and rs[5] ~= consumer then
   return {'busy'}
 end
 local fence = redis.call('HINCRBY', keys.run, 'fence', 1)
-redis.call('HSET', keys.run, 'status', 'running', 'owner', consumer, 'lease', now + lease_ms,
+redis.call('HSET', keys.run, 'status', STATUS.running, 'owner', consumer, 'lease', now + lease_ms,
   'msg', msg)
 return {'ok', tostring(fence), rs[3], rs[4] or '',
   redis.call('XRANGE', keys.events, '-', '+'), redis.call('HGETALL', keys.ckpt)}

@@ -30,7 +30,7 @@ for j = 1, #due, 2 do
       if record and hook_state(record) == HOOK_PENDING then
         redis.call('HSET', hooks_key, id, with_hook_state(record, HOOK_EXPIRED))
         redis.call('SREM', pending_key, run_id .. ':' .. id)
-        append_event(run_key, key_events(prefix, run_id), 'hook.expired',
+        append_event(run_key, key_events(prefix, run_id), EVENT.hook_expired,
           cjson.encode({hook_id = id}))
         if session and session ~= '' then
           unwait(key_waiting(prefix), session, 1)
@@ -40,16 +40,16 @@ for j = 1, #due, 2 do
         wake = true
       end
     else
-      append_event(run_key, key_events(prefix, run_id), 'timer.fired',
+      append_event(run_key, key_events(prefix, run_id), EVENT.timer_fired,
         cjson.encode({timer_id = id}))
       redis.call('HDEL', run_key, 'dl')
       wake = true
     end
   end
   if wake then
-    if status == 'suspended' then
-      redis.call('HSET', run_key, 'status', 'pending')
-      redis.call('HINCRBY', stats_key, 'suspended', -1)
+    if status == STATUS.suspended then
+      redis.call('HSET', run_key, 'status', STATUS.pending)
+      redis.call('HINCRBY', stats_key, STATUS.suspended, -1)
       enqueue(tasks_key, run_id, rs[3])
     end
     lateness[#lateness + 1] = tostring(now - tonumber(due[j + 1]))

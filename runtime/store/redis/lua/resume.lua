@@ -36,7 +36,7 @@ if tonumber(rs[2] or '0') >= max_events then return {'limit'} end
 
 redis.call('HSET', keys.hooks, hook_id, with_hook_state(record, HOOK_RECEIVED),
   hook_id .. DIGEST_SUFFIX, digest)
-append_event(keys.run, keys.events, 'hook.received', event)
+append_event(keys.run, keys.events, EVENT.hook_received, event)
 redis.call('SREM', keys.pending, token)
 redis.call('ZREM', keys.deadlines, deadline_member(run_id, 'h', hook_id))
 local session = rs[3]
@@ -45,9 +45,9 @@ if session and session ~= '' then
   -- every page of the session learns the prompt was answered, in the same atomic step
   post(key_outbox(prefix, session), announcement)
 end
-if status == 'suspended' then
-  redis.call('HSET', keys.run, 'status', 'pending')
-  redis.call('HINCRBY', keys.stats, 'suspended', -1)
+if status == STATUS.suspended then
+  redis.call('HSET', keys.run, 'status', STATUS.pending)
+  redis.call('HINCRBY', keys.stats, STATUS.suspended, -1)
   enqueue(keys.tasks, run_id, rs[4])
 end
 return {'recorded'}

@@ -6,9 +6,9 @@
 local keys = run_keys()
 local run_id, workflow, session, now, event = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 if redis.call('EXISTS', keys.run) == 1 then return 0 end
-redis.call('HSET', keys.run, 'status', 'pending', 'wf', workflow, 'created', now, 'fence', 0)
+redis.call('HSET', keys.run, 'status', STATUS.pending, 'wf', workflow, 'created', now, 'fence', 0)
 if session ~= '' then redis.call('HSET', keys.run, 'session', session) end
-append_event(keys.run, keys.events, 'workflow.started', event)
+append_event(keys.run, keys.events, EVENT.workflow_started, event)
 enqueue(keys.tasks, run_id, workflow)
 redis.call('HINCRBY', keys.stats, 'started', 1)
 return 1
