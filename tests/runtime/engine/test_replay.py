@@ -1,0 +1,255 @@
+"""ReplayIndex: what each event of a run's log tells replay, looked up by primitives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runtime.engine.replay import ReplayIndex, StepFailure
+from runtime.models import Event, EventType
+
+
+def _fields(index: ReplayIndex) -> dict[str, Any]:
+    """Every field of the index (to check an event touched only the ones it should)."""
+    return {name: getattr(index, name) for name in ReplayIndex.__slots__}
+
+
+def _only_changed(index: ReplayIndex) -> set[str]:
+    empty = _fields(ReplayIndex())
+    return {name for name, value in _fields(index).items() if value != empty[name]}
+
+
+def test_a_new_index_is_empty() -> None:
+    index = ReplayIndex()
+    assert _only_changed(index) == set()
+    assert index.args == [] and index.kwargs == {} and index.completed == {}
+
+
+def test_workflow_started_sets_args_and_kwargs() -> None:
+    index = ReplayIndex()
+    index.add(EventType.WORKFLOW_STARTED, {"args": [1, "two"], "kwargs": {"x": 3}})
+    assert index.args == [1, "two"]
+    assert index.kwargs == {"x": 3}
+    assert _only_changed(index) == {"args", "kwargs"}
+
+
+def test_workflow_started_without_kwargs_or_args() -> None:
+    index = ReplayIndex()
+    index.add(EventType.WORKFLOW_STARTED, {"args": [5]})
+    assert index.args == [5] and index.kwargs == {}
+    index.add(EventType.WORKFLOW_STARTED, {})
+    assert index.args == [] and index.kwargs == {}
+
+
+def test_workflow_started_copies_its_data() -> None:
+    data: dict[str, Any] = {"args": [1], "kwargs": {"a": 1}}
+    index = ReplayIndex()
+    index.add(EventType.WORKFLOW_STARTED, data)
+    data["args"].append(2)
+    data["kwargs"]["b"] = 2
+    assert index.args == [1] and index.kwargs == {"a": 1}
+
+
+def test_step_started_records_step_and_attempt() -> None:
+    index = ReplayIndex()
+    index.add(EventType.STEP_STARTED, {"step_id": "fetch-0", "name": "fetch", "attempt": 2})
+    index.add(EventType.STEP_STARTED, {"step_id": "other-0"})  # attempt defaults to 0
+    assert index.started == {("fetch-0", 2), ("other-0", 0)}
+    assert _only_changed(index) == {"started"}
+
+
+def test_step_completed_records_the_result_even_none() -> None:
+    index = ReplayIndex()
+    index.add(EventType.STEP_COMPLETED, {"step_id": "a-0", "result": {"ok": [1, 2]}})
+    index.add(EventType.STEP_COMPLETED, {"step_id": "b-0", "result": None})
+    index.add(EventType.STEP_COMPLETED, {"step_id": "c-0"})
+    assert index.completed == {"a-0": {"ok": [1, 2]}, "b-0": None, "c-0": None}
+    assert "b-0" in index.completed  # a None result is still a completed step
+    assert _only_changed(index) == {"completed"}
+
+
+def test_retryable_step_failure_records_the_failure_and_its_retry_timer() -> None:
+    index = ReplayIndex()
+    index.add(
+        EventType.STEP_FAILED,
+        {
+            "step_id": "call-0",
+            "attempt": 1,
+            "error": {"type": "ValueError", "message": "boom"},
+            "final": False,
+            "timer_id": "retry.call-0.1",
+            "retry_at": 123456,
+        },
+    )
+    assert index.failures == {
+        "call-0": [
+            StepFailure(
+                attempt=1,
+                error={"type": "ValueError", "message": "boom"},
+                final=False,
+                timer_id="retry.call-0.1",
+            )
+        ]
+    }
+    assert index.timers == {"retry.call-0.1": 123456}
+    assert _only_changed(index) == {"failures", "timers"}
+
+
+def test_final_step_failure_schedules_no_timer() -> None:
+    index = ReplayIndex()
+    index.add(
+        EventType.STEP_FAILED,
+        {"step_id": "call-0", "attempt": 3, "error": {"type": "E"}, "final": True},
+    )
+    [failure] = index.failures["call-0"]
+    assert failure.final is True
+    assert failure.timer_id is None
+    assert failure.attempt == 3
+    assert index.timers == {}
+    assert _only_changed(index) == {"failures"}
+
+
+def test_step_failures_accumulate_per_step_in_order() -> None:
+    index = ReplayIndex()
+    for attempt in range(3):
+        index.add(
+            EventType.STEP_FAILED,
+            {
+                "step_id": "s-0",
+                "attempt": attempt,
+                "error": {"n": attempt},
+                "final": attempt == 2,
+                "timer_id": None if attempt == 2 else f"t{attempt}",
+                "retry_at": 1000 + attempt,
+            },
+        )
+    index.add(EventType.STEP_FAILED, {"step_id": "other-0"})
+    assert [f.attempt for f in index.failures["s-0"]] == [0, 1, 2]
+    assert [f.final for f in index.failures["s-0"]] == [False, False, True]
+    assert index.timers == {"t0": 1000, "t1": 1001}
+    # defaults of a failure with nothing but its step id
+    assert index.failures["other-0"] == [StepFailure(0, {}, False, None)]
+
+
+@pytest.mark.parametrize("event_type", [EventType.STEP_SUSPENDED, EventType.WORKFLOW_SUSPENDED])
+def test_suspensions_record_the_wait(event_type: EventType) -> None:
+    index = ReplayIndex()
+    index.add(event_type, {"step_id": "s-0", "wait": "s-0.approve"})
+    index.add(event_type, {"wait": "t0"})
+    index.add(event_type, {"wait": ""})  # no wait: nothing recorded
+    index.add(event_type, {})
+    assert index.suspended_on == {"s-0.approve", "t0"}
+    assert _only_changed(index) == {"suspended_on"}
+
+
+def test_hook_created_keeps_its_whole_data() -> None:
+    index = ReplayIndex()
+    data = {"hook_id": "h0.approve", "name": "approve", "expires_at": 99, "prompt": "ok?"}
+    index.add(EventType.HOOK_CREATED, data)
+    assert index.hooks_created == {"h0.approve": data}
+    assert _only_changed(index) == {"hooks_created"}
+
+
+def test_hook_received_records_the_payload() -> None:
+    index = ReplayIndex()
+    index.add(EventType.HOOK_RECEIVED, {"hook_id": "h0", "payload": {"choice": "yes"}})
+    index.add(EventType.HOOK_RECEIVED, {"hook_id": "h1", "payload": None})
+    assert index.received == {"h0": {"choice": "yes"}, "h1": None}
+    assert "h1" in index.received  # a null answer is still an answer
+    assert _only_changed(index) == {"received"}
+
+
+def test_hook_expired_records_the_hook() -> None:
+    index = ReplayIndex()
+    index.add(EventType.HOOK_EXPIRED, {"hook_id": "h0"})
+    assert index.expired == {"h0"}
+    assert _only_changed(index) == {"expired"}
+
+
+def test_timers_scheduled_and_fired() -> None:
+    index = ReplayIndex()
+    index.add(EventType.TIMER_SCHEDULED, {"timer_id": "t0", "due": "1700000000000"})
+    index.add(EventType.TIMER_SCHEDULED, {"timer_id": "t1", "due": 5})
+    assert index.timers == {"t0": 1700000000000, "t1": 5}  # due as int, whatever it came as
+    assert index.fired == set()
+    index.add(EventType.TIMER_FIRED, {"timer_id": "t0"})
+    assert index.fired == {"t0"}
+    assert _only_changed(index) == {"timers", "fired"}
+
+
+@pytest.mark.parametrize(
+    "event_type",
+    [
+        EventType.WORKFLOW_COMPLETED,
+        EventType.WORKFLOW_FAILED,
+        EventType.WORKFLOW_CANCELLED,
+        "custom.event",
+        "",
+    ],
+)
+def test_other_event_types_are_ignored(event_type: str) -> None:
+    index = ReplayIndex()
+    index.add(event_type, {"step_id": "s", "hook_id": "h", "timer_id": "t", "result": 1})
+    assert _only_changed(index) == set()
+
+
+def test_event_types_given_as_plain_strings_are_handled() -> None:
+    """Events read from the store carry their type as ``str``, not ``EventType``."""
+    index = ReplayIndex()
+    index.add("step.completed", {"step_id": "a-0", "result": 1})
+    index.add("hook.expired", {"hook_id": "h"})
+    assert index.completed == {"a-0": 1}
+    assert index.expired == {"h"}
+
+
+def test_add_all_applies_events_in_log_order() -> None:
+    events = [
+        Event("1-0", "workflow.started", {"args": ["first"]}),
+        Event("2-0", "step.completed", {"step_id": "s-0", "result": "old"}),
+        Event("3-0", "unknown.kind", {"step_id": "s-0", "result": "ignored"}),
+        Event("4-0", "step.completed", {"step_id": "s-0", "result": "new"}),
+        Event("5-0", "timer.scheduled", {"timer_id": "t0", "due": 10}),
+        Event("6-0", "timer.scheduled", {"timer_id": "t0", "due": 20}),
+        Event("7-0", "workflow.started", {"args": ["second"], "kwargs": {"k": 1}}),
+    ]
+    index = ReplayIndex()
+    index.add_all(events)
+    # the later event wins where two write the same entry
+    assert index.completed == {"s-0": "new"}
+    assert index.timers == {"t0": 20}
+    assert index.args == ["second"] and index.kwargs == {"k": 1}
+
+    reversed_index = ReplayIndex()
+    reversed_index.add_all(list(reversed(events)))
+    assert reversed_index.completed == {"s-0": "old"}
+    assert reversed_index.timers == {"t0": 10}
+    assert reversed_index.args == ["first"]
+
+
+def test_add_all_matches_adding_one_by_one() -> None:
+    events = [
+        Event("1-0", "workflow.started", {"args": [], "kwargs": {"q": "x"}}),
+        Event("2-0", "step.started", {"step_id": "s-0", "attempt": 0}),
+        Event(
+            "3-0",
+            "step.failed",
+            {"step_id": "s-0", "attempt": 0, "error": {}, "timer_id": "r", "retry_at": 7},
+        ),
+        Event("4-0", "timer.fired", {"timer_id": "r"}),
+        Event("5-0", "step.started", {"step_id": "s-0", "attempt": 1}),
+        Event("6-0", "hook.created", {"hook_id": "s-0.h", "name": "h"}),
+        Event("7-0", "step.suspended", {"step_id": "s-0", "wait": "s-0.h"}),
+        Event("8-0", "hook.received", {"hook_id": "s-0.h", "payload": 1}),
+        Event("9-0", "step.completed", {"step_id": "s-0", "result": 2}),
+    ]
+    bulk = ReplayIndex()
+    bulk.add_all(events)
+    single = ReplayIndex()
+    for event in events:
+        single.add(event.type, event.data)
+    assert _fields(bulk) == _fields(single)
+    assert bulk.started == {("s-0", 0), ("s-0", 1)}
+    assert bulk.timers == {"r": 7} and bulk.fired == {"r"}
+    assert bulk.suspended_on == {"s-0.h"} and bulk.received == {"s-0.h": 1}
+    assert bulk.completed == {"s-0": 2}
