@@ -42,7 +42,7 @@ from .settings import (
     Limits,
     Settings,
 )
-from .store import Answer, CancelOutcome, ResumeOutcome, Store, open_store
+from .store import Answer, CancelOutcome, ResumeOutcome, RetryOutcome, Store, open_store
 
 __all__ = ["Limits", "Runtime"]
 
@@ -249,6 +249,20 @@ class Runtime:
                 run_id, snapshot.last_event_id, max(1, int(block * 1000))
             )
 
+    async def retry(self, run_id: str) -> None:
+        """Send a blocked run (its code no longer matched its log) back to the workers, once
+        code that matches its log is deployed: it resumes where it stopped; if it still
+        does not match, it is blocked again."""
+        check_run_id(run_id)
+        retried = await self.store.retry(run_id, event=b"{}")
+        if retried.outcome is RetryOutcome.NO_RUN:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        if retried.outcome is RetryOutcome.NOT_BLOCKED:
+            raise UsageError(
+                f"only a blocked run can be retried; this one is {retried.run_status}",
+                run_id=run_id,
+            )
+
     async def cancel(self, run_id: str, reason: str | None = None) -> None:
         """Cancel a pending, running or suspended run: its pending hooks and deadlines are
         cleaned and a running worker loses the run at its next write."""
@@ -284,17 +298,22 @@ class Runtime:
         return await self.store.pending_hooks()
 
     async def list_runs(
-        self, status: str | RunStatus | None = None, *, limit: int | None = None
+        self,
+        status: str | RunStatus | None = None,
+        *,
+        limit: int | None = None,
+        version: str | None = None,
     ) -> list[RunInfo]:
         """Runs in the store, newest first (an operator's scan: O(keys), not for hot paths).
 
-        ``status`` filters; ``limit`` bounds the number returned.
+        ``status`` and ``version`` filter; ``limit`` bounds the number returned.
         """
-        return await self.store.list_runs(None if status is None else RunStatus(status), limit)
+        wanted = None if status is None else RunStatus(status)
+        return await self.store.list_runs(wanted, limit, version)
 
     async def stats(self) -> dict[str, int]:
         """Store-wide counters: runs started/completed/failed/cancelled since the store
-        began, runs suspended now, and hooks pending now."""
+        began, runs suspended, blocked and parked now, and hooks pending now."""
         return await self.store.stats()
 
     # sessions --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ response can always say *which* run went wrong::
     ├── RunFailed                  `Runtime.wait` on a run that failed
     ├── RunCancelled               `Runtime.wait` on a run that was cancelled
     ├── WaitTimeout                `Runtime.wait` gave up before the run finished
+    ├── NondeterminismError        the workflow's code no longer matches the run's log
     └── StoreUnavailable           the store (Redis) cannot be reached now; retry later
 """
 
@@ -38,6 +39,7 @@ __all__ = [
     "InvalidPayload",
     "InvalidToken",
     "LeaseLost",
+    "NondeterminismError",
     "ParleyError",
     "PayloadTooLarge",
     "RunCancelled",
@@ -167,3 +169,35 @@ class StoreUnavailable(ParleyError):
     known to have changed: the caller may retry once the store is back."""
 
     code = "store_unavailable"
+
+
+class NondeterminismError(ParleyError):
+    """A durable call of the workflow does not match what the run's log recorded at that
+    position (a step swapped, renamed, inserted or removed while the run waited). The run
+    is not failed: it is blocked until a worker with matching code retries it."""
+
+    code = "nondeterminism"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        position: str | int | None = None,
+        recorded: str | None = None,
+        now: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.position = position
+        self.recorded = recorded
+        self.now = now
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "type": type(self).__name__,
+            "code": self.code,
+            "message": self.message,
+            "position": self.position,
+            "recorded": self.recorded,
+            "now": self.now,
+        }

@@ -51,6 +51,16 @@ class StoreCollector(Collector):
             value=self.snapshot.get("suspended", 0),
         )
         yield GaugeMetricFamily(
+            "parley_runs_blocked",
+            "Runs blocked: their code no longer matches their log (store-wide)",
+            value=self.snapshot.get("blocked", 0),
+        )
+        yield GaugeMetricFamily(
+            "parley_runs_parked",
+            "Runs waiting for a worker that serves their version (store-wide)",
+            value=self.snapshot.get("parked", 0),
+        )
+        yield GaugeMetricFamily(
             "parley_hooks_pending",
             "Hooks waiting for an answer now (store-wide)",
             value=self.snapshot.get("hooks_pending", 0),
@@ -85,6 +95,11 @@ class Metrics:
         self.reclaims = Counter(
             "parley_task_reclaims",
             "Tasks taken over from workers that stopped acknowledging them",
+            registry=self.registry,
+        )
+        self.parked = Counter(
+            "parley_runs_parked_here",
+            "Runs this process parked because it does not serve their version",
             registry=self.registry,
         )
         self.lease_losses = Counter(

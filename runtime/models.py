@@ -14,6 +14,11 @@ class RunStatus(enum.StrEnum):
     COMPLETED = "completed"  # the workflow returned; `result` holds its value
     FAILED = "failed"  # the workflow raised; `error` says what
     CANCELLED = "cancelled"  # cancelled by an operator; pending hooks and deadlines cleaned
+    # Its code no longer matches its log (a NondeterminismError): it waits, untouched, for a
+    # worker with matching code and `parley runs retry`. Not finished.
+    BLOCKED = "blocked"
+    # Its version is served by no worker that saw it: it waits for one (not finished).
+    PARKED = "parked"
 
     @property
     def finished(self) -> bool:
@@ -47,6 +52,10 @@ class EventType(enum.StrEnum):
     HOOK_EXPIRED = "hook.expired"  # hook_id
     TIMER_SCHEDULED = "timer.scheduled"  # timer_id, due
     TIMER_FIRED = "timer.fired"  # timer_id
+    WORKFLOW_BLOCKED = "workflow.blocked"  # error: the mismatch (position, recorded, now)
+    WORKFLOW_RETRIED = "workflow.retried"  # a blocked run was sent back to the workers
+    PATCH_MARKED = "patch.marked"  # patch, step_id: this run took the patched path
+    VALUE_RECORDED = "value.recorded"  # kind (now, random, uuid4), value
 
 
 # Events that wake a suspended run (an answer, an expiry, a timer).
@@ -114,6 +123,7 @@ class RunInfo:
     session: str | None = None
     created_at: float | None = None
     hooks: list[HookInfo] = field(default_factory=list)
+    version: str | None = None  # the version of the worker that first executed it
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} {self.status.value}>"
@@ -128,6 +138,7 @@ class RunInfo:
             "error": self.error,
             "session": self.session,
             "created_at": self.created_at,
+            "version": self.version,
             "hooks": [h.to_json() for h in self.hooks],
             "pending_hooks": [h.to_json() for h in self.hooks if h.status is HookStatus.PENDING],
         }

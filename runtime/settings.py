@@ -10,6 +10,7 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_LOG_LEVEL`` | INFO | log level of ``parley`` processes |
 | ``PARLEY_LOG_FORMAT`` | text | ``text`` or ``json`` (JSON lines) |
 | ``PARLEY_METRICS_PORT`` | 0 | a worker's Prometheus port (0: off) |
+| ``PARLEY_VERSION`` | (none) | a worker's deployment version (``parley worker --version``) |
 | ``PARLEY_API_KEY`` | (none) | the key the server's HTTP API requires |
 | ``PARLEY_CHAT_WORKFLOW`` | (none) | the workflow a visitor's chat message starts |
 | ``PARLEY_CHAT_WORKFLOWS`` | (none) | more chat workflows pages may pick (comma-separated) |
@@ -64,6 +65,7 @@ class Settings:
     log_level: str = "INFO"
     log_format: str = "text"
     metrics_port: int = 0
+    version: str = ""
     api_key: str = ""
     chat_workflow: str | None = None
     chat_workflows: tuple[str, ...] = ()
@@ -78,6 +80,7 @@ class Settings:
             log_level=env.get("PARLEY_LOG_LEVEL", "INFO"),
             log_format=env.get("PARLEY_LOG_FORMAT", "text").lower(),
             metrics_port=_int(env, "PARLEY_METRICS_PORT", 0),
+            version=env.get("PARLEY_VERSION", ""),
             api_key=env.get("PARLEY_API_KEY", ""),
             chat_workflow=env.get("PARLEY_CHAT_WORKFLOW") or None,
             chat_workflows=tuple(n.strip() for n in offered.split(",") if n.strip()),

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from runtime import HookStatus, StoreUnavailable, UsageError
+from runtime import HookStatus, RunStatus, StoreUnavailable, UsageError
 
 from .context import ServerContext
 from .errors import ApiError
@@ -134,6 +134,32 @@ async def start_run(request: Request) -> Response:
     return _json({"run_id": run_id, "status": "pending", "session": session}, 201)
 
 
+async def list_runs(request: Request) -> Response:
+    ctx = require_api_key(request)
+    status = request.query_params.get("status")
+    if status is not None and status not in {s.value for s in RunStatus}:
+        raise ApiError(
+            400,
+            "malformed",
+            f"expected status to be one of {', '.join(s.value for s in RunStatus)}, "
+            f"got {status!r:.40}",
+        )
+    raw_limit = request.query_params.get("limit", "100")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 1000:
+        raise ApiError(400, "malformed", f"expected limit from 1 to 1000, got {raw_limit!r:.20}")
+    runs = await ctx.runtime.list_runs(
+        status, limit=int(raw_limit), version=request.query_params.get("version")
+    )
+    return _json({"runs": [r.to_json() for r in runs]})
+
+
+async def retry_run(request: Request) -> Response:
+    ctx = require_api_key(request)
+    run_id = request.path_params["run_id"]
+    await ctx.runtime.retry(run_id)
+    return _json({"run_id": run_id, "status": "pending"})
+
+
 async def get_run(request: Request) -> Response:
     ctx = require_api_key(request)
     info = await ctx.runtime.get_run(request.path_params["run_id"])
@@ -195,9 +221,11 @@ async def create_session(request: Request) -> Response:
 ROUTES = [
     Route("/healthz", healthz, methods=["GET"]),
     Route("/api/runs", start_run, methods=["POST"]),
+    Route("/api/runs", list_runs, methods=["GET"]),
     Route("/api/runs/{run_id}", get_run, methods=["GET"]),
     Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
     Route("/api/hooks", list_hooks, methods=["GET"]),
     Route("/api/hooks/{token}", answer_hook, methods=["POST"]),
     Route("/api/sessions", create_session, methods=["POST"]),

@@ -21,6 +21,7 @@ from runtime import (
     HookNotFound,
     InvalidPayload,
     InvalidToken,
+    NondeterminismError,
     ParleyError,
     PayloadTooLarge,
     RunFinished,
@@ -47,6 +48,7 @@ STATUS_BY_ERROR: dict[type[ParleyError], int] = {
     RunNotFound: 404,
     HookNotFound: 404,
     HookAlreadyAnswered: 409,
+    NondeterminismError: 409,
     EventLimitExceeded: 409,
     HookExpired: 410,  # and HookCancelled
     RunFinished: 410,

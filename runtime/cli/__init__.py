@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import logs
 from ..settings import Settings
-from . import ops, worker
+from . import ops, replay, worker
 
 Handler = Callable[[argparse.Namespace], int]
 ENTRY_POINT_GROUP = "parley.commands"
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub: Any = parser.add_subparsers(dest="command", required=True)
     worker.add_command(sub, add_common)
     ops.add_commands(sub, add_common)
+    replay.add_command(sub, add_common)
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         entry.load()(sub, add_common)
     return parser

@@ -16,22 +16,29 @@ import orjson
 
 from ..client import Runtime
 from ..errors import ParleyError, UsageError
-from ..models import Event
+from ..models import Event, RunStatus
 
 
 def add_commands(sub: Any, add_common: Any) -> None:
     runs = sub.add_parser("runs", help="list, inspect and cancel runs")
     runs_sub = runs.add_subparsers(dest="action", required=True)
     listing = runs_sub.add_parser("list", help="list runs, newest first")
-    listing.add_argument(
-        "--status", choices=["pending", "running", "suspended", "completed", "failed", "cancelled"]
-    )
+    listing.add_argument("--status", choices=[s.value for s in RunStatus])
+    listing.add_argument("--version", help="only runs first executed by workers of this version")
     listing.add_argument("--limit", type=int, default=100)
     show = runs_sub.add_parser("show", help="a run: status, timeline, pending hooks")
     show.add_argument("run_id")
     cancel = runs_sub.add_parser("cancel", help="cancel a run")
     cancel.add_argument("run_id")
     cancel.add_argument("--reason")
+    retry = runs_sub.add_parser(
+        "retry", help="send a blocked run back to the workers (once matching code is deployed)"
+    )
+    retry.add_argument("run_id")
+    export = runs_sub.add_parser(
+        "export", help="a run and its whole log as JSON (for `parley replay --file`)"
+    )
+    export.add_argument("run_id")
 
     hooks = sub.add_parser("hooks", help="list and answer hooks")
     hooks_sub = hooks.add_subparsers(dest="action", required=True)
@@ -40,7 +47,7 @@ def add_commands(sub: Any, add_common: Any) -> None:
     resume = hooks_sub.add_parser("resume", help="answer a hook (the same resume_hook path)")
     resume.add_argument("token")
     resume.add_argument("--payload", required=True, help="the answer, as JSON")
-    for parser in (listing, show, cancel, hooks_list, resume):
+    for parser in (listing, show, cancel, retry, export, hooks_list, resume):
         add_common(parser)
         parser.add_argument("--json", action="store_true", help="machine-readable output")
         parser.set_defaults(handler=_command)
@@ -65,14 +72,21 @@ async def run(args: argparse.Namespace) -> int:
 async def _runs_list(rt: Runtime, args: argparse.Namespace) -> int:
     if not args.json:
         print("scanning runs...", file=sys.stderr, flush=True)
-    runs = await rt.list_runs(args.status, limit=args.limit)
+    runs = await rt.list_runs(args.status, limit=args.limit, version=args.version)
     if args.json:
         _print_json([r.to_json() for r in runs])
     else:
         _table(
-            ["RUN", "WORKFLOW", "STATUS", "CREATED", "SESSION"],
+            ["RUN", "WORKFLOW", "STATUS", "VERSION", "CREATED", "SESSION"],
             [
-                [r.run_id, r.workflow, r.status.value, _when(r.created_at), r.session or "-"]
+                [
+                    r.run_id,
+                    r.workflow,
+                    r.status.value,
+                    r.version or "-",
+                    _when(r.created_at),
+                    r.session or "-",
+                ]
                 for r in runs
             ],
         )
@@ -97,6 +111,8 @@ async def _runs_show(rt: Runtime, args: argparse.Namespace) -> int:
         print(f"result    {orjson.dumps(run.result).decode()}")
     if run.error is not None:
         print(f"error     {run.error.get('type')}: {run.error.get('message')}")
+    if run.version:
+        print(f"version   {run.version}")
     print("\ntimeline")
     _table(
         ["TIME", "EVENT", "DETAIL"],
@@ -116,6 +132,22 @@ async def _runs_cancel(rt: Runtime, args: argparse.Namespace) -> int:
         _print_json({"run_id": args.run_id, "status": "cancelled"})
     else:
         print(f"cancelled {args.run_id}")
+    return 0
+
+
+async def _runs_retry(rt: Runtime, args: argparse.Namespace) -> int:
+    await rt.retry(args.run_id)
+    if args.json:
+        _print_json({"run_id": args.run_id, "status": "pending"})
+    else:
+        print(f"retrying {args.run_id}")
+    return 0
+
+
+async def _runs_export(rt: Runtime, args: argparse.Namespace) -> int:
+    run = await rt.get_run(args.run_id)
+    events = await rt.events(args.run_id)
+    _print_json({**run.to_json(), "events": [e.to_json() for e in events]})
     return 0
 
 
@@ -148,6 +180,8 @@ _COMMANDS = {
     ("runs", "list"): _runs_list,
     ("runs", "show"): _runs_show,
     ("runs", "cancel"): _runs_cancel,
+    ("runs", "retry"): _runs_retry,
+    ("runs", "export"): _runs_export,
     ("hooks", "list"): _hooks_list,
     ("hooks", "resume"): _hooks_resume,
 }

@@ -9,6 +9,7 @@ import signal
 from typing import Any
 
 from ..client import Runtime
+from ..ids import check_name
 from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
 from ..worker import Worker
 
@@ -29,6 +30,18 @@ def add_command(sub: Any, add_common: Any) -> None:
         "--lease", type=float, default=DEFAULT_LEASE_SECONDS, help="lease / visibility timeout, s"
     )
     parser.add_argument(
+        "--version",
+        default=Settings.from_env().version,
+        help="this deployment's version, recorded by the runs this worker starts executing "
+        "(default: $PARLEY_VERSION, else none)",
+    )
+    parser.add_argument(
+        "--serve-version",
+        action="append",
+        help="execute runs of this version (repeatable; default: this worker's --version); "
+        "runs of other versions are parked until a worker that serves them starts",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         default=Settings.from_env().metrics_port,
@@ -44,12 +57,26 @@ def _worker_command(args: argparse.Namespace) -> int:
 
 async def _run_worker(args: argparse.Namespace) -> None:
     runtime = Runtime(args.redis, partitions=args.partitions, lease_seconds=args.lease)
-    worker = Worker(runtime, app=args.app, concurrency=args.concurrency, workflows=args.workflow)
+    if args.version:
+        check_name(args.version, "version")
+    worker = Worker(
+        runtime,
+        app=args.app,
+        concurrency=args.concurrency,
+        workflows=args.workflow,
+        version=args.version,
+        serve_versions=args.serve_version,
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.stop)
     logging.getLogger("parley.worker").info(
-        "worker %s started on %s (%d partitions)", worker.consumer, runtime.url, runtime.partitions
+        "worker %s (version %r, serving %s) started on %s (%d partitions)",
+        worker.consumer,
+        worker.version,
+        sorted(worker.serve_versions),
+        runtime.url,
+        runtime.partitions,
     )
 
     async def announce_ready() -> None:

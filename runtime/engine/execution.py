@@ -15,14 +15,17 @@ from typing import Any
 
 from .. import _faults
 from .._codec import dumps, encode_value, loads
-from ..errors import EventLimitExceeded, LeaseLost, StoreUnavailable
+from ..errors import EventLimitExceeded, LeaseLost, NondeterminismError, StoreUnavailable
 from ..ids import make_token
 from ..models import WAKING_EVENTS, Event, EventType, RunStatus
 from ..registry import WorkflowDef
 from ..settings import Limits
 from ..store import ApplyOutcome, Claim, Finish, Store, Writes
-from .replay import ReplayIndex
-from .signals import Abort, Interrupted, StepScope, Suspend
+from .replay import Call, ReplayIndex
+from .signals import Abort, Blocked, Interrupted, ReplayEnded, StepScope, Suspend
+
+# A checkpoint's companion field: the hooks whose answers the step had read when it saved.
+READ_SUFFIX = "!read"
 
 log = logging.getLogger("parley.execution")
 
@@ -50,6 +53,7 @@ class Execution:
         *,
         limits: Limits,
         retention_seconds: int,
+        dry_run: bool = False,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -67,7 +71,18 @@ class Execution:
             events[-1].timestamp_ms if events and events[-1].type in WAKING_EVENTS else None
         )
         self.outcome = "running"  # then: suspended | completed | failed
-        self.checkpoints = dict(claim.checkpoints)
+        self.checkpoints: dict[str, bytes] = {}
+        self.checkpoint_reads: dict[str, set[str]] = {}
+        for field, value in claim.checkpoints.items():
+            if field.endswith(READ_SUFFIX):
+                self.checkpoint_reads[field[: -len(READ_SUFFIX)]] = set(loads(value))
+            else:
+                self.checkpoints[field] = value
+        # Steps that began in an earlier execution (for ``patched`` inside a step).
+        self.steps_begun_before = {step_id for step_id, _ in self.index.started}
+        # A dry replay (``parley replay``) stops where the recorded history ends.
+        self.dry_run = dry_run
+        self.position = 0
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
         self.writes = Writes()
         self.refused = False  # the last suspension was refused: events had arrived
@@ -98,9 +113,54 @@ class Execution:
     def token(self, hook_id: str) -> str:
         return make_token(self.run_id, hook_id)
 
+    # replay checks -------------------------------------------------------------------
+    def check_call(
+        self, kind: str, name: str = "", digest: str | None = None
+    ) -> tuple[int, Call | None]:
+        """Take the next position of the workflow body's durable calls. Returns it with the
+        call the log recorded there (it must be this one, else the run is blocked), or with
+        None when the log has nothing there (new work)."""
+        position = self.position
+        self.position += 1
+        recorded = self.index.calls.get(position)
+        if recorded is None:
+            if self.dry_run:
+                raise ReplayEnded(f"the recorded history ends at position {position}")
+            return position, None
+        now = Call(kind, name, digest)
+        if (
+            recorded.kind != kind
+            or recorded.name != name
+            or (digest is not None and recorded.digest is not None and recorded.digest != digest)
+        ):
+            self.block(position, recorded.describe(), now.describe())
+        return position, recorded
+
+    def passed(self, position: int) -> bool:
+        """Whether the log recorded calls at or after ``position`` (the run went past it)."""
+        return any(seq >= position for seq in self.index.calls)
+
+    def block(self, position: str | int, recorded: str, now: str) -> None:
+        raise Blocked(
+            NondeterminismError(
+                f"at position {position} the log recorded {recorded}, the code now calls {now}",
+                run_id=self.run_id,
+                position=position,
+                recorded=recorded,
+                now=now,
+            )
+        )
+
     @staticmethod
     def decode(data: bytes) -> Any:
         return loads(data)
+
+    def drop_checkpoint(self, step_id: str) -> None:
+        """Forget a step's checkpoint (and what it had read), here and in the store."""
+        if self.checkpoints.pop(step_id, None) is not None:
+            self.writes.delete_checkpoint(step_id)
+        if self.checkpoint_reads.pop(step_id, None) is not None:
+            self.writes.delete_checkpoint(step_id + READ_SUFFIX)
 
     # buffered writes -------------------------------------------------------------------
     def record(self, event_type: EventType, data: dict[str, Any]) -> None:
@@ -130,6 +190,8 @@ class Execution:
     ) -> list[Event]:
         """Send the buffered writes (with a suspension or the end of the run); returns the
         events others appended meanwhile and sets :attr:`refused`."""
+        if self.dry_run:
+            raise ReplayEnded("the recorded history matched up to the run's next write")
         writes = self.writes.take()
         try:
             applied = await self.store.apply(
@@ -178,6 +240,7 @@ class Execution:
             self._step_counters.clear()
             self._hook_counter = 0
             self._timer_counter = 0
+            self.position = 0
             token = current_execution.set(self)
             try:
                 result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
@@ -187,8 +250,13 @@ class Execution:
                     return
                 self.index.add_all(arrived)
                 continue
-            except Abort:
+            except (Abort, ReplayEnded):
                 raise
+            except Blocked as blocked:
+                if self.dry_run:
+                    raise
+                await self._block(blocked.error)
+                return
             except Exception as exc:
                 await self._finish_failed(exc)
                 return
@@ -200,6 +268,8 @@ class Execution:
     async def _suspend(self, suspend: Suspend) -> list[Event] | None:
         """Record the suspension; None when it was recorded, else the events that arrived
         (the suspension was refused: the run continues at once)."""
+        if self.dry_run:
+            raise ReplayEnded(f"the run waits on {suspend.wait!r}")
         suspension = Writes()
         if suspend.wait not in self.index.suspended_on:
             if suspend.step_id is not None:
@@ -253,6 +323,14 @@ class Execution:
         await self._apply(finish=Finish(RunStatus.FAILED, dumps(error)), event_slack=16)
         self.outcome = "failed"
         _faults.crash_point("after_final_event")
+
+    async def _block(self, error: NondeterminismError) -> None:
+        """Park the run, untouched, until code that matches its log retries it."""
+        log.error("run blocked: %s", error.message, extra={"run_id": self.run_id})
+        described = error.to_json()
+        self.record(EventType.WORKFLOW_BLOCKED, {"error": described})
+        await self._apply(finish=Finish(RunStatus.BLOCKED, dumps(described)), event_slack=16)
+        self.outcome = "blocked"
 
     def _post_status(self, status: RunStatus, **extra: Any) -> None:
         if self.session:

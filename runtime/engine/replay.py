@@ -21,6 +21,21 @@ class StepFailure:
     timer_id: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A durable call of the workflow body as the log recorded it: its kind (step, hook,
+    sleep, now, random, uuid4), its name and, for a step, a digest of its arguments."""
+
+    kind: str
+    name: str
+    digest: str | None = None
+    value: Any = None
+
+    def describe(self) -> str:
+        text = f"{self.kind} {self.name!r}" if self.name else self.kind
+        return f"{text} (arguments {self.digest})" if self.digest else text
+
+
 @dataclass(slots=True)
 class ReplayIndex:
     """What a run's log says so far, by what a primitive looks up: step results and
@@ -39,6 +54,10 @@ class ReplayIndex:
     suspended_on: set[str] = field(default_factory=set)  # waits whose suspension is recorded
     timers: dict[str, int] = field(default_factory=dict)  # timer id -> due ms
     fired: set[str] = field(default_factory=set)
+    # The workflow body's durable calls by position (see Execution.check_call).
+    calls: dict[int, Call] = field(default_factory=dict)
+    step_waits: dict[str, str] = field(default_factory=dict)  # step id -> its last wait
+    patches: set[tuple[str, str | None]] = field(default_factory=set)  # (patch, step id)
 
     def add(self, event_type: EventType | str, data: dict[str, Any]) -> None:
         handler = _HANDLERS.get(event_type)
@@ -50,13 +69,22 @@ class ReplayIndex:
             self.add(event.type, event.data)
 
 
+def _call(index: ReplayIndex, data: dict[str, Any], call: Call) -> None:
+    # Logs written before positions were recorded: calls in log order.
+    seq = data.get("seq")
+    index.calls[len(index.calls) if seq is None else int(seq)] = call
+
+
 def _started(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.args = list(data.get("args", []))
     index.kwargs = dict(data.get("kwargs", {}))
 
 
 def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:
-    index.started.add((data["step_id"], int(data.get("attempt", 0))))
+    attempt = int(data.get("attempt", 0))
+    index.started.add((data["step_id"], attempt))
+    if attempt == 0:
+        _call(index, data, Call("step", data.get("name", ""), data.get("args")))
 
 
 def _step_completed(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -81,10 +109,15 @@ def _suspended(index: ReplayIndex, data: dict[str, Any]) -> None:
     wait = data.get("wait")
     if wait:
         index.suspended_on.add(wait)
+        step_id = data.get("step_id")
+        if step_id:
+            index.step_waits[step_id] = wait
 
 
 def _hook_created(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.hooks_created[data["hook_id"]] = data
+    if not data.get("step_id"):
+        _call(index, data, Call("hook", data.get("name", "")))
 
 
 def _hook_received(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -97,6 +130,15 @@ def _hook_expired(index: ReplayIndex, data: dict[str, Any]) -> None:
 
 def _timer_scheduled(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.timers[data["timer_id"]] = int(data["due"])
+    _call(index, data, Call("sleep", ""))
+
+
+def _value_recorded(index: ReplayIndex, data: dict[str, Any]) -> None:
+    _call(index, data, Call(data["kind"], "", value=data.get("value")))
+
+
+def _patch_marked(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.patches.add((data["patch"], data.get("step_id")))
 
 
 def _timer_fired(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -115,4 +157,6 @@ _HANDLERS: dict[str, Callable[[ReplayIndex, dict[str, Any]], None]] = {
     EventType.HOOK_EXPIRED: _hook_expired,
     EventType.TIMER_SCHEDULED: _timer_scheduled,
     EventType.TIMER_FIRED: _timer_fired,
+    EventType.VALUE_RECORDED: _value_recorded,
+    EventType.PATCH_MARKED: _patch_marked,
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ParleyError
+from ..errors import NondeterminismError, ParleyError
 
 
 class Suspend(BaseException):
@@ -34,8 +34,26 @@ class Abort(BaseException):
         self.error = error
 
 
+class Blocked(BaseException):
+    """Unwinds the workflow to the worker: its code does not match the run's log. The run
+    is blocked (not failed) until a worker with matching code retries it."""
+
+    def __init__(self, error: NondeterminismError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class ReplayEnded(BaseException):
+    """A dry replay (``parley replay``) reached the end of the recorded history."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
+
+
 @dataclass(slots=True)
 class StepScope:
     step_id: str
     name: str
     hook_counters: dict[str, int] = field(default_factory=dict)
+    consumed: set[str] = field(default_factory=set)  # hooks whose answer it read this time

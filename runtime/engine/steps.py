@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import _faults
 from .._clock import now_ms
-from .._codec import encode_fragment, encode_value
+from .._codec import dumps, encode_fragment, encode_value
 from ..errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
 from ..models import EventType
 from ..registry import StepOptions
 from .execution import Execution, current_execution, current_step, describe_error
-from .signals import StepScope, Suspend
+from .signals import ReplayEnded, StepScope, Suspend
 
 # Failures that re-running cannot fix: retrying would only burn attempts.
 _NOT_RETRIED: tuple[type[BaseException], ...] = (HookTimeout, UsageError, EventLimitExceeded)
@@ -34,6 +35,8 @@ async def call_step(
             "workflow body",
             run_id=execution.run_id,
         )
+    digest = args_digest(args, kwargs)
+    position, _recorded = execution.check_call("step", options.name, digest)
     step_id = execution.next_step_id(options.name)
     index = execution.index
     if step_id in index.completed:
@@ -41,6 +44,8 @@ async def call_step(
     failures = index.failures.get(step_id, [])
     if failures and failures[-1].final:
         raise _step_failed(execution, step_id, failures[-1].error)
+    if execution.dry_run:
+        raise ReplayEnded(f"step {step_id!r} has no recorded result (its body is not run)")
     attempt = len(failures)
     if failures and failures[-1].timer_id and failures[-1].timer_id not in index.fired:
         raise Suspend(failures[-1].timer_id)  # still backing off
@@ -54,6 +59,10 @@ async def call_step(
             started: dict[str, Any] = {"step_id": step_id, "name": options.name}
             if attempt:
                 started["attempt"] = attempt
+            else:
+                started["seq"] = position
+                if digest is not None:
+                    started["args"] = digest
             execution.record(EventType.STEP_STARTED, started)
             _faults.crash_point("after_step_start")
         else:
@@ -73,6 +82,7 @@ async def call_step(
             continue
         finally:
             current_step.reset(token)
+        check_step_waits(execution, scope)
         encoded = encode_value(
             result,
             what=f"result of step {step_id!r}",
@@ -85,8 +95,7 @@ async def call_step(
             encode_fragment("result", encoded, step_id=step_id),
             {"step_id": step_id, "result": value},
         )
-        if execution.checkpoints.pop(step_id, None) is not None:
-            execution.writes.delete_checkpoint(step_id)
+        execution.drop_checkpoint(step_id)
         execution.flush_before_step = True
         _faults.crash_point("after_step_completed")
         return value
@@ -104,8 +113,7 @@ async def _record_failure(
             EventType.STEP_FAILED,
             {"step_id": step_id, "attempt": attempt, "error": error, "final": True},
         )
-        if execution.checkpoints.pop(step_id, None) is not None:
-            execution.writes.delete_checkpoint(step_id)
+        execution.drop_checkpoint(step_id)
         execution.flush_before_step = True
         raise _step_failed(execution, step_id, error) from exc
     delay = options.retry_delay * options.backoff**attempt
@@ -140,3 +148,30 @@ def _step_failed(execution: Execution, step_id: str, error: dict[str, Any]) -> S
         step_id=step_id,
         error_type=error.get("type"),
     )
+
+
+def args_digest(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """A short digest of a step call's arguments, to tell two calls of one step apart on
+    replay; None when they are not JSON (then only the step's name is checked)."""
+    try:
+        encoded = dumps([list(args), kwargs])
+    except TypeError:
+        return None
+    return hashlib.sha1(encoded).hexdigest()[:16]
+
+
+def check_step_waits(
+    execution: Execution, scope: StepScope, hook_id: str | None = None, name: str = ""
+) -> None:
+    """A step that suspended on a hook must ask for that hook again when it re-executes
+    (before it asks anything new, or returns) unless its checkpoint says it read the
+    answer already: otherwise the code changed under the suspended run (the hook was
+    renamed or removed), and going on would ask the person again."""
+    wait = execution.index.step_waits.get(scope.step_id)
+    if wait is None or wait == hook_id or wait in scope.consumed:
+        return
+    if wait in execution.checkpoint_reads.get(scope.step_id, ()):
+        return
+    recorded = execution.index.hooks_created.get(wait, {}).get("name", wait)
+    now = "no step_hook (the step returned)" if hook_id is None else f"step_hook {name!r}"
+    execution.block(f"step {scope.step_id}", f"step_hook {recorded!r}", now)

@@ -17,8 +17,9 @@ from .._codec import dumps, encode_value
 from ..errors import HookTimeout, UsageError
 from ..models import EventType
 from ..store import HookSpec
-from .execution import Execution
-from .signals import Suspend
+from .execution import READ_SUFFIX, Execution
+from .signals import ReplayEnded, StepScope, Suspend
+from .steps import check_step_waits
 
 OnCreated = Callable[[str], Awaitable[None] | None]
 OnTimeout = Literal["raise", "return"]
@@ -49,7 +50,7 @@ async def wait_for_hook(
     execution: Execution,
     name: str,
     hook_id: str,
-    step_id: str | None,
+    scope: StepScope | None,
     timeout_seconds: float | None,
     on_created: OnCreated | None,
     schema: dict[str, Any] | None,
@@ -57,8 +58,15 @@ async def wait_for_hook(
     prompt: str | None,
 ) -> Any:
     """The hook's answer if the log has one (or the timeout outcome); else create the hook
-    (once), hand out its token (``on_created``, at least once) and suspend."""
+    (once), hand out its token (``on_created``, at least once) and suspend. ``scope`` is
+    the step calling ``step_hook``; None for a workflow's ``hook``."""
     index = execution.index
+    step_id = None if scope is None else scope.step_id
+    seq: int | None = None
+    if scope is None:
+        seq, _recorded = execution.check_call("hook", name)
+    elif hook_id in index.received or hook_id in index.expired:
+        scope.consumed.add(hook_id)
     if hook_id in index.received:
         return index.received[hook_id]
     if hook_id in index.expired:
@@ -71,8 +79,12 @@ async def wait_for_hook(
         )
     token = execution.token(hook_id)
     if hook_id not in index.hooks_created:
+        if scope is not None:
+            check_step_waits(execution, scope, hook_id, name)
+        if execution.dry_run:
+            raise ReplayEnded(f"hook {hook_id!r} is not in the recorded history")
         expires_at_ms = None if timeout_seconds is None else now_ms() + int(timeout_seconds * 1000)
-        _create_hook(execution, name, hook_id, step_id, expires_at_ms, schema, prompt, token)
+        _create_hook(execution, name, hook_id, step_id, seq, expires_at_ms, schema, prompt, token)
         if on_created is None:
             # Nobody learns the token before the suspension: record the hook in the same
             # write as the suspension (one round trip fewer).
@@ -99,6 +111,7 @@ def _create_hook(
     name: str,
     hook_id: str,
     step_id: str | None,
+    seq: int | None,
     expires_at_ms: int | None,
     schema: dict[str, Any] | None,
     prompt: str | None,
@@ -125,7 +138,10 @@ def _create_hook(
     ):
         if value is not None:
             meta[field] = value
-    execution.record(EventType.HOOK_CREATED, {"hook_id": hook_id, **meta})
+    created = {"hook_id": hook_id, **meta}
+    if seq is not None:
+        created["seq"] = seq
+    execution.record(EventType.HOOK_CREATED, created)
     execution.writes.create_hook(
         HookSpec(hook_id, token, meta, validated=schema is not None, expires_at_ms=expires_at_ms)
     )
@@ -148,17 +164,21 @@ def _create_hook(
 
 def sleep(execution: Execution, seconds: float) -> None:
     """Return when the timer fired; else schedule it (once) and suspend."""
+    seq, _recorded = execution.check_call("sleep")
     timer_id = execution.next_timer_id()
     if timer_id in execution.index.fired:
         return
     if timer_id not in execution.index.timers:
         due = now_ms() + int(seconds * 1000)
-        execution.record(EventType.TIMER_SCHEDULED, {"timer_id": timer_id, "due": due})
+        execution.record(EventType.TIMER_SCHEDULED, {"timer_id": timer_id, "due": due, "seq": seq})
         execution.writes.schedule_timer(timer_id, due)
     raise Suspend(timer_id)
 
 
-async def save_checkpoint(execution: Execution, step_id: str, state: Any, *, defer: bool) -> None:
+async def save_checkpoint(
+    execution: Execution, scope: StepScope, state: Any, *, defer: bool
+) -> None:
+    step_id = scope.step_id
     data = encode_value(
         state,
         what="step checkpoint",
@@ -167,6 +187,12 @@ async def save_checkpoint(execution: Execution, step_id: str, state: Any, *, def
     )
     execution.checkpoints[step_id] = data
     execution.writes.save_checkpoint(step_id, data)
+    # The answers the step has read by now, saved with its state: a re-execution that
+    # resumes from this checkpoint need not ask for them again (see check_step_waits).
+    reads = execution.checkpoint_reads.get(step_id, set()) | scope.consumed
+    if reads:
+        execution.checkpoint_reads[step_id] = reads
+        execution.writes.save_checkpoint(step_id + READ_SUFFIX, dumps(sorted(reads)))
     if not defer:
         await execution.flush()
         _faults.crash_point("after_checkpoint_save")
@@ -178,8 +204,7 @@ def load_checkpoint(execution: Execution, step_id: str) -> Any:
 
 
 def delete_checkpoint(execution: Execution, step_id: str) -> None:
-    if execution.checkpoints.pop(step_id, None) is not None:
-        execution.writes.delete_checkpoint(step_id)
+    execution.drop_checkpoint(step_id)
 
 
 async def post(execution: Execution, message: dict[str, Any]) -> str | None:

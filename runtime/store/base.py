@@ -31,6 +31,7 @@ class ClaimStatus(enum.StrEnum):
     OK = "ok"  # the lease is ours: execute
     SKIPPED = "skipped"  # nothing to do (finished, suspended, gone): the task was acked
     BUSY = "busy"  # another worker holds a live lease: the task stays pending
+    PARKED = "parked"  # the run's version is not served here: parked (and the task acked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,18 @@ class Answer:
 class Resumed:
     outcome: ResumeOutcome
     schema: dict[str, Any] | None = None
+    run_status: str | None = None
+
+
+class RetryOutcome(enum.StrEnum):
+    RETRIED = "retried"
+    NO_RUN = "no_run"
+    NOT_BLOCKED = "not_blocked"
+
+
+@dataclass(frozen=True, slots=True)
+class Retried:
+    outcome: RetryOutcome
     run_status: str | None = None
 
 
@@ -178,6 +191,9 @@ class Store(Protocol):
         self, run_id: str, *, event: bytes, message: bytes, retention_seconds: int
     ) -> Cancelled: ...
 
+    async def retry(self, run_id: str, *, event: bytes) -> Retried:
+        """Send a blocked run back to the workers."""
+
     async def run_snapshot(self, run_id: str) -> RunSnapshot: ...
 
     async def wait_for_events(self, run_id: str, after: str, block_ms: int) -> None:
@@ -197,7 +213,14 @@ class Store(Protocol):
     async def hand_back(self, task: Task) -> None:
         """Give a task back to every consumer (a new message), acknowledging this one."""
 
-    async def claim(self, task: Task, consumer: str, lease_ms: int) -> Claim: ...
+    async def claim(
+        self, task: Task, consumer: str, lease_ms: int, version: str, serves: Sequence[str]
+    ) -> Claim:
+        """Take the run's lease. A run first claimed records ``version``; a run of a
+        version not in ``serves`` is parked instead (PARKED) until :meth:`unpark`."""
+
+    async def unpark(self, versions: Sequence[str]) -> int:
+        """Send the runs parked for ``versions`` back to the workers; how many."""
 
     async def apply(
         self,
@@ -230,7 +253,9 @@ class Store(Protocol):
 
     async def pending_hooks(self) -> list[HookInfo]: ...
 
-    async def list_runs(self, status: RunStatus | None, limit: int | None) -> list[RunInfo]: ...
+    async def list_runs(
+        self, status: RunStatus | None, limit: int | None, version: str | None = None
+    ) -> list[RunInfo]: ...
 
     async def stats(self) -> dict[str, int]: ...
 

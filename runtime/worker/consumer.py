@@ -45,6 +45,8 @@ class TaskConsumer:
         retention_seconds: int,
         executes: Callable[[str], bool],
         hand_back_delay: float,
+        version: str,
+        serves: frozenset[str],
     ) -> None:
         self.store = store
         self.metrics = metrics
@@ -56,6 +58,8 @@ class TaskConsumer:
         self.retention_seconds = retention_seconds
         self.executes = executes
         self.hand_back_delay = hand_back_delay
+        self.version = version  # recorded by the runs this worker executes first
+        self.serves = sorted(serves)  # the versions of the runs it executes
         self.handed_back = 0  # tasks given back because this worker does not run them
         self.draining = False  # a drain reads a handed-back task again at once: skip those
         self._running: dict[str, Execution] = {}
@@ -178,7 +182,13 @@ class TaskConsumer:
         if delay:
             await asyncio.sleep(delay)
         try:
-            claim = await self.store.claim(task, self.name, self.lease_ms)
+            claim = await self.store.claim(
+                task, self.name, self.lease_ms, self.version, self.serves
+            )
+            if claim.status is ClaimStatus.PARKED:
+                log.warning("run parked: its version is not served here", extra=ctx)
+                self.metrics.parked.inc()
+                return
             if claim.status is not ClaimStatus.OK:
                 return  # finished/suspended (stale task, acked) or busy (left pending)
             try:

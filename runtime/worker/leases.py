@@ -35,6 +35,7 @@ class LeaseKeeper:
         lease_ms: int,
         visibility_ms: int,
         dispatch: Callable[[list[Task]], None],
+        serves: frozenset[str],
     ) -> None:
         self.store = store
         self.consumer = consumer
@@ -42,6 +43,7 @@ class LeaseKeeper:
         self.lease_ms = lease_ms
         self.visibility_ms = visibility_ms
         self.dispatch = dispatch
+        self.serves = sorted(serves)
 
     async def reclaim(self) -> int:
         """Take over tasks idle longer than the visibility timeout (their worker died)."""
@@ -52,12 +54,22 @@ class LeaseKeeper:
             self.dispatch(tasks)
         return len(tasks)
 
+    async def unpark(self) -> int:
+        """Send back to the workers the runs parked for the versions this worker serves
+        (at start, and with every reclaim: a run another worker parks after this one
+        started waits one reclaim interval at most)."""
+        sent = await self.store.unpark(self.serves)
+        if sent:
+            log.info("unparked %d run(s) of version(s) %s", sent, self.serves)
+        return sent
+
     async def reclaim_loop(self, stopping: asyncio.Event) -> None:
         backoff = Backoff("reclaim loop")
         while not stopping.is_set():
             await asyncio.sleep(self.visibility_ms / 2000)
             try:
                 await self.reclaim()
+                await self.unpark()
             except StoreUnavailable as exc:
                 await backoff.wait(exc)
                 continue

@@ -36,9 +36,11 @@ class Worker:
 
     ``app`` names the module(s) defining the workflows; ``workflows`` restricts it to some
     of them (tasks of the others are handed back to the group: worker pools, rolling
-    deploys). ``concurrency`` bounds the executions at once. ``visibility_timeout``
-    (default: the lease) is how long a task may stay unacknowledged before another worker
-    takes it over.
+    deploys). ``version`` is recorded by the runs it executes first; it executes only runs
+    of the versions in ``serve_versions`` (default: its own) and parks the others until a
+    worker that serves them starts. ``concurrency`` bounds the executions at once.
+    ``visibility_timeout`` (default: the lease) is how long a task may stay unacknowledged
+    before another worker takes it over.
     """
 
     def __init__(
@@ -53,11 +55,15 @@ class Worker:
         visibility_timeout: float | None = None,
         workflows: Iterable[str] | None = None,
         hand_back_delay: float = HAND_BACK_DELAY_SECONDS,
+        version: str = "",
+        serve_versions: Iterable[str] | None = None,
     ) -> None:
         import_apps(app)
         self.runtime = runtime
         # The workflows this worker executes (default: all registered in this process).
         self.workflows = None if workflows is None else frozenset(workflows)
+        self.version = version
+        self.serve_versions = frozenset([version] if serve_versions is None else serve_versions)
         self.consumer = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.metrics = Metrics()
         self._stopping = asyncio.Event()
@@ -77,6 +83,8 @@ class Worker:
             retention_seconds=runtime.retention_seconds,
             executes=self._executes,
             hand_back_delay=hand_back_delay,
+            version=version,
+            serves=self.serve_versions,
         )
         self.deadlines = DeadlineLoop(store, self.metrics, tick=timer_tick)
         self.leases = LeaseKeeper(
@@ -86,6 +94,7 @@ class Worker:
             lease_ms=runtime.lease_ms,
             visibility_ms=int(visibility * 1000),
             dispatch=self.tasks.dispatch,
+            serves=self.serve_versions,
         )
 
     def __repr__(self) -> str:
@@ -126,6 +135,7 @@ class Worker:
         and no execution is in flight (deterministic tests)."""
         await self.runtime.connect()
         await self.runtime.announce_workflows(registered_workflows())
+        await self.leases.unpark()
         if drain:
             await self._drain()
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .decorators import step, workflow
+from .determinism import now, patched, random, uuid4
 from .primitives import (
     STEP_HOOK_TIMEOUT,
     RunContext,
@@ -24,9 +25,13 @@ __all__ = [
     "emit",
     "hook",
     "load_step_checkpoint",
+    "now",
+    "patched",
+    "random",
     "save_step_checkpoint",
     "sleep",
     "step",
     "step_hook",
+    "uuid4",
     "workflow",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 from .._codec import Duration, parse_duration
 from ..engine import waits
 from ..engine.execution import Execution, current_execution, current_step
+from ..engine.signals import StepScope
 from ..engine.waits import STEP_HOOK_TIMEOUT, OnCreated, OnTimeout
 from ..errors import UsageError
 from ..ids import check_name
@@ -105,7 +106,7 @@ async def step_hook(
         execution,
         name,
         hook_id,
-        scope.step_id,
+        scope,
         _timeout(timeout),
         on_created,
         schema,
@@ -125,12 +126,12 @@ async def sleep(duration: Duration) -> None:
     waits.sleep(execution, parse_duration(duration, what="sleep duration"))
 
 
-def _step_scope(what: str) -> tuple[Execution, str]:
+def _step_scope(what: str) -> tuple[Execution, StepScope]:
     execution = _execution(what)
     scope = current_step.get()
     if scope is None:
         raise UsageError(f"{what} must be called inside a @step", run_id=execution.run_id)
-    return execution, scope.step_id
+    return execution, scope
 
 
 async def save_step_checkpoint(state: Any, *, defer: bool = False) -> None:
@@ -142,19 +143,19 @@ async def save_step_checkpoint(state: Any, *, defer: bool = False) -> None:
     ``step_hook``, or the step's end — saving that round trip; use it when nothing slow
     or side-effecting runs between the save and the ``step_hook``.
     """
-    execution, step_id = _step_scope("save_step_checkpoint()")
-    await waits.save_checkpoint(execution, step_id, state, defer=defer)
+    execution, scope = _step_scope("save_step_checkpoint()")
+    await waits.save_checkpoint(execution, scope, state, defer=defer)
 
 
 async def load_step_checkpoint() -> Any:
     """The state saved by this step before it suspended, or None on its first run."""
-    execution, step_id = _step_scope("load_step_checkpoint()")
-    return waits.load_checkpoint(execution, step_id)
+    execution, scope = _step_scope("load_step_checkpoint()")
+    return waits.load_checkpoint(execution, scope.step_id)
 
 
 async def delete_step_checkpoint() -> None:
-    execution, step_id = _step_scope("delete_step_checkpoint()")
-    waits.delete_checkpoint(execution, step_id)
+    execution, scope = _step_scope("delete_step_checkpoint()")
+    waits.delete_checkpoint(execution, scope.step_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ async def test_runs_and_hooks_commands(redis_url: str) -> None:
         await worker.drain()
 
         table = parley(redis_url, "runs", "list").stdout.splitlines()
-        assert table[0].split() == ["RUN", "WORKFLOW", "STATUS", "CREATED", "SESSION"]
+        assert table[0].split() == ["RUN", "WORKFLOW", "STATUS", "VERSION", "CREATED", "SESSION"]
         statuses = {line.split()[0]: line.split()[2] for line in table[1:]}
         assert statuses == {answered: "completed", waiting: "suspended", doomed: "cancelled"}
         only = json.loads(

@@ -38,6 +38,8 @@ async def test_list_runs_and_stats(rt: Runtime, worker: Worker) -> None:
         "failed": 0,
         "cancelled": 0,
         "suspended": 1,
+        "blocked": 0,
+        "parked": 0,
         "hooks_pending": 1,
     }
     await rt.cancel(second)

@@ -33,6 +33,8 @@ from ..base import (
     Finish,
     Resumed,
     ResumeOutcome,
+    Retried,
+    RetryOutcome,
     RunSnapshot,
     Task,
 )
@@ -67,6 +69,8 @@ class Scripts:
 
     claim: Script
     apply: Script
+    retry: Script
+    unpark: Script
     resume: Script
     fire_due: Script
     cancel: Script
@@ -208,6 +212,13 @@ class RedisStore(SessionStore, InspectionStore):
         return Cancelled(outcome, status)
 
     @store_call
+    async def retry(self, run_id: str, *, event: bytes) -> Retried:
+        reply = await self.scripts.retry(keys=self._run(run_id).all, args=[run_id, event])
+        outcome = RetryOutcome(reply[0].decode())
+        status = reply[1].decode() if outcome is RetryOutcome.NOT_BLOCKED else None
+        return Retried(outcome, status)
+
+    @store_call
     async def run_snapshot(self, run_id: str) -> RunSnapshot:
         status, out, last_id = await self.scripts.wait_state(keys=self._run(run_id).all, args=[])
         return RunSnapshot(
@@ -267,6 +278,24 @@ class RedisStore(SessionStore, InspectionStore):
         return tasks
 
     @store_call
+    async def unpark(self, versions: Sequence[str]) -> int:
+        sent = await asyncio.gather(
+            *(
+                self.scripts.unpark(
+                    keys=[
+                        _keys.key("parked", p, version=version),
+                        _keys.key("tasks", p),
+                        _keys.key("stats", p),
+                    ],
+                    args=[_keys.partition_prefix(p)],
+                )
+                for p in range(self.partitions)
+                for version in versions
+            )
+        )
+        return sum(int(n) for n in sent)
+
+    @store_call
     async def hand_back(self, task: Task) -> None:
         stream = _keys.key("tasks", task.partition)
         # One key (the partition's task stream): atomic, and single-slot on a cluster.
@@ -277,15 +306,29 @@ class RedisStore(SessionStore, InspectionStore):
             await pipe.execute()
 
     @store_call
-    async def claim(self, task: Task, consumer: str, lease_ms: int) -> Claim:
+    async def claim(
+        self, task: Task, consumer: str, lease_ms: int, version: str, serves: Sequence[str]
+    ) -> Claim:
+        keys = self._run(task.run_id)
         reply = await self.scripts.claim(
-            keys=self._run(task.run_id).all,
-            args=[consumer, now_ms(), lease_ms, task.message_id],
+            keys=keys.all,
+            args=[
+                consumer,
+                now_ms(),
+                lease_ms,
+                task.message_id,
+                version,
+                keys.prefix,
+                task.run_id,
+                *serves,
+            ],
         )
         if reply[0] == b"skipped":
             return Claim(ClaimStatus.SKIPPED)
         if reply[0] == b"busy":
             return Claim(ClaimStatus.BUSY)
+        if reply[0] == b"parked":
+            return Claim(ClaimStatus.PARKED)
         fence, workflow, session, entries, checkpoints = reply[1:6]
         return Claim(
             ClaimStatus.OK,

@@ -40,13 +40,20 @@ def run_info(run_id: str, run: dict[bytes, bytes], hooks: dict[bytes, bytes]) ->
     out = run.get(b"out")
     session = opt_text(run.get(b"session"))
     created = run.get(b"created")
+    if status is RunStatus.FAILED and out:
+        error = loads(out)
+    elif status is RunStatus.BLOCKED and run.get(b"blocked"):
+        error = loads(run[b"blocked"])
+    else:
+        error = None
     return RunInfo(
         run_id=run_id,
         workflow=run[b"wf"].decode(),
         status=status,
         result=loads(out) if out and status is RunStatus.COMPLETED else None,
-        error=loads(out) if out and status is RunStatus.FAILED else None,
+        error=error,
         session=session,
         created_at=int(created) / 1000 if created else None,
         hooks=_records.decode_all(run_id, hooks, session),
+        version=opt_text(run.get(b"ver")),
     )

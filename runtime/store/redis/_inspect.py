@@ -77,7 +77,9 @@ class InspectionStore:
         return result
 
     @store_call
-    async def list_runs(self, status: RunStatus | None, limit: int | None) -> list[RunInfo]:
+    async def list_runs(
+        self, status: RunStatus | None, limit: int | None, version: str | None = None
+    ) -> list[RunInfo]:
         """An operator's scan: O(keys), not for hot paths."""
         run_ids = []
         pattern = f"{_keys.PREFIX}:{{p:*}}:{_keys.TEMPLATES['run'].format(run_id='*')}"
@@ -95,7 +97,9 @@ class InspectionStore:
             for run_id, run in zip(chunk, replies, strict=True):
                 if run:
                     info = _decode.run_info(run_id, run, {})
-                    if status is None or info.status is status:
+                    if (status is None or info.status is status) and (
+                        version is None or info.version == version
+                    ):
                         infos.append(info)
         infos.sort(key=lambda r: r.created_at or 0, reverse=True)
         return infos if limit is None else infos[:limit]
@@ -108,7 +112,17 @@ class InspectionStore:
                 pipe.scard(_keys.key("pending", partition))
             replies = await pipe.execute()
         totals = dict.fromkeys(
-            ("started", "completed", "failed", "cancelled", "suspended", "hooks_pending"), 0
+            (
+                "started",
+                "completed",
+                "failed",
+                "cancelled",
+                "suspended",
+                "blocked",
+                "parked",
+                "hooks_pending",
+            ),
+            0,
         )
         for i in range(0, len(replies), 2):
             for field, value in replies[i].items():

@@ -33,6 +33,8 @@ TEMPLATES = {
     # retention TTL only when none is pending, whichever run ends
     "waiting": "waiting",
     "outbox": "session:{session}:outbox",  # stream: one chat session's messages
+    # set: runs parked because no worker that saw them serves their version
+    "parked": "parked:{version}",
     "session_meta": "session:{session}:meta",  # hash: the server's view of a session
     "session_lock": "session:{session}:starting",  # string: a message is starting a run
     # stream: a gateway process's wake-ups for its outbox reader of this partition

@@ -20,7 +20,18 @@ from ...models import FINISHED_STATUSES, EventType, HookStatus, RunStatus
 from ...settings import OUTBOX_MAXLEN, TASKS_GROUP
 from . import _keys, _records
 
-NAMES = ("claim", "apply", "resume", "fire_due", "cancel", "heartbeat", "start", "wait_state")
+NAMES = (
+    "claim",
+    "apply",
+    "resume",
+    "fire_due",
+    "cancel",
+    "heartbeat",
+    "start",
+    "wait_state",
+    "retry",
+    "unpark",
+)
 
 
 def _lua_string(value: str) -> str:

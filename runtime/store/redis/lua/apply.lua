@@ -1,7 +1,8 @@
 -- APPLY: a fenced batch of writes by the worker that holds the run's lease: events,
 -- checkpoint writes and deletes, hook creation (record + pending index + deadline + the
 -- session prompt), the run's timer, session messages; then, optionally, the suspension or
--- the end of the run, with the task's acknowledgement.
+-- the end of the run (or its blocking: its code no longer matches its log), with the
+-- task's acknowledgement.
 -- Races closed:
 --  - a zombie worker (paused past its lease) writing after another took over: the fence no
 --    longer matches and nothing is written;
@@ -90,6 +91,10 @@ if suspension or finish then
   if suspension then
     redis.call('HSET', keys.run, 'status', STATUS.suspended)
     redis.call('HINCRBY', keys.stats, STATUS.suspended, 1)
+  elseif finish.status == STATUS.blocked then
+    -- not an end: the run keeps its hooks, deadlines and checkpoints for the retry
+    redis.call('HSET', keys.run, 'status', STATUS.blocked, 'blocked', finish.value)
+    redis.call('HINCRBY', keys.stats, STATUS.blocked, 1)
   else
     redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now)
     redis.call('HINCRBY', keys.stats, finish.status, 1)

@@ -15,7 +15,12 @@ if not status then return {'no_run'} end
 if FINISHED[status] then return {'finished', status} end
 redis.call('HINCRBY', keys.run, 'fence', 1)
 redis.call('HSET', keys.run, 'status', STATUS.cancelled, 'ended', now)
-if status == STATUS.suspended then redis.call('HINCRBY', keys.stats, STATUS.suspended, -1) end
+if status == STATUS.suspended or status == STATUS.blocked or status == STATUS.parked then
+  redis.call('HINCRBY', keys.stats, status, -1)
+end
+if status == STATUS.parked then
+  redis.call('SREM', key_parked(prefix, redis.call('HGET', keys.run, 'ver')), run_id)
+end
 redis.call('HINCRBY', keys.stats, STATUS.cancelled, 1)
 redis.call('HDEL', keys.run, 'owner', 'lease', 'msg')
 if msg then ack_task(keys.tasks, msg) end

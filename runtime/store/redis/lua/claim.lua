@@ -3,16 +3,40 @@
 -- Race closed: two workers handed the same run (a reclaimed task whose first consumer is
 -- merely slow, or a duplicate task): only one gets a live lease, and the fence increments
 -- on every takeover so the loser's later writes are refused.
--- ARGV: consumer, now ms, lease ms, task message id.
--- Returns {'skipped', status} | {'busy'} | {'ok', fence, workflow, session, events, ckpts}.
+-- Race closed too: a worker of another version replaying a run its code did not start:
+-- the run's version is recorded at its first claim, and a worker that does not serve it
+-- parks the run (acknowledging the task) in the same step, instead of executing it.
+-- ARGV: consumer, now ms, lease ms, task message id, this worker's version, prefix, run id,
+--       then the versions it serves.
+-- Returns {'skipped', status} | {'busy'} | {'parked', version}
+--       | {'ok', fence, workflow, session, events, ckpts}.
 local keys = run_keys()
 local consumer, now, lease_ms, msg = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local own_version, prefix, run_id = ARGV[5], ARGV[6], ARGV[7]
 
-local rs = redis.call('HMGET', keys.run, 'status', 'lease', 'wf', 'session', 'owner')
+local rs = redis.call('HMGET', keys.run, 'status', 'lease', 'wf', 'session', 'owner', 'ver')
 local status = rs[1]
-if (not status) or status == STATUS.suspended or FINISHED[status] then
+if (not status) or status == STATUS.suspended or status == STATUS.blocked
+    or status == STATUS.parked or FINISHED[status] then
   ack_task(keys.tasks, msg)
   return {'skipped', status or 'missing'}
+end
+local version = rs[6]
+if version then
+  local served = false
+  for i = 8, #ARGV do
+    if ARGV[i] == version then served = true end
+  end
+  if not served then
+    ack_task(keys.tasks, msg)
+    redis.call('HSET', keys.run, 'status', STATUS.parked)
+    redis.call('HDEL', keys.run, 'msg', 'lease', 'owner')
+    redis.call('HINCRBY', keys.stats, STATUS.parked, 1)
+    redis.call('SADD', key_parked(prefix, version), run_id)
+    return {'parked', version}
+  end
+else
+  redis.call('HSET', keys.run, 'ver', own_version)
 end
 -- A live lease of another worker: busy. The same worker may take its own run back (its
 -- previous execution of it was abandoned; a worker never runs one run twice at once).
