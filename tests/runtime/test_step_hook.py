@@ -14,6 +14,7 @@ from runtime import (
     Runtime,
     Worker,
     delete_step_checkpoint,
+    hook,
     load_step_checkpoint,
     save_step_checkpoint,
     step,
@@ -254,3 +255,48 @@ async def test_on_timeout_return_gives_sentinel(rt: Runtime) -> None:
     hooks = await rt.list_hooks(status="expired", run_id=run_id)
     assert [h.name for h in hooks] == ["slow"]
     assert await rt.list_hooks() == []
+
+
+# User code (or an agent framework's tool-error middleware) that catches every Exception
+# around a wait: the suspension must get through, or the step/workflow would go on with
+# its fallback instead of waiting for the answer.
+@step
+async def swallowing_step(with_on_created: bool) -> Any:
+    try:
+        return await step_hook("wrapped", on_created=_remember if with_on_created else None)
+    except Exception as exc:
+        calls["swallowed"] += 1
+        return f"swallowed {type(exc).__name__}"
+
+
+@workflow(name="swallowing_step_wf")
+async def swallowing_step_wf(with_on_created: bool) -> Any:
+    return await swallowing_step(with_on_created)
+
+
+@workflow(name="swallowing_hook_wf")
+async def swallowing_hook_wf(with_on_created: bool) -> Any:
+    try:
+        return await hook("wrapped", on_created=_remember if with_on_created else None)
+    except Exception as exc:
+        calls["swallowed"] += 1
+        return f"swallowed {type(exc).__name__}"
+
+
+@pytest.mark.parametrize("with_on_created", [False, True])
+@pytest.mark.parametrize("wf", [swallowing_step_wf, swallowing_hook_wf], ids=["step", "workflow"])
+async def test_except_exception_around_a_wait_cannot_swallow_the_suspension(
+    rt: Runtime, worker: Worker, wf: Any, with_on_created: bool
+) -> None:
+    run_id = await rt.start(wf, with_on_created)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    assert calls["swallowed"] == 0
+    [pending] = await rt.list_hooks(run_id=run_id)
+    assert tokens == ([pending.token] if with_on_created else [])
+    assert await rt.resume_hook(pending.token, {"ok": 1}) is True
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == {"ok": 1}
+    assert calls["swallowed"] == 0
+    types = [e.type for e in await rt.events(run_id)]
+    assert types.count("hook.created") == 1 and types.count("hook.received") == 1
