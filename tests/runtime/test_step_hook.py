@@ -70,6 +70,7 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
     assert [h.name for h in run.hooks] == ["human_review"]
     assert tokens == [run.hooks[0].token]
     assert worker.running == 0
+    assert await _pending_tasks(rt, run_id) == 0  # the suspension acknowledged its task
     ckpt_key = f"parley:{{p:{run_keys_partition(rt, run_id)}}}:run:{run_id}:ckpt"
     assert await rt.redis.hgetall(ckpt_key) == {b"review_step-0": b'{"state":"DRAFT"}'}
 
@@ -81,6 +82,7 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
     assert calls["before_hook"] == 2  # the step re-executed from the top
     assert tokens == [run.hooks[0].token]  # on_created ran once: no re-prompt
     assert await rt.redis.exists(ckpt_key) == 0  # checkpoint gone after completion
+    assert await _pending_tasks(rt, run_id) == 0  # and so did the end of the run
     types = [e.type for e in await rt.events(run_id)]
     assert types == [
         "workflow.started",
@@ -95,6 +97,13 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
 
 def run_keys_partition(rt: Runtime, run_id: str) -> int:
     return partition_of(run_id, rt.partitions)
+
+
+async def _pending_tasks(rt: Runtime, run_id: str) -> int:
+    """Tasks of the run's partition delivered to a worker and not acknowledged."""
+    tasks = f"parley:{{p:{run_keys_partition(rt, run_id)}}}:tasks"
+    pending: int = (await rt.redis.xpending(tasks, "workers"))["pending"]
+    return pending
 
 
 @step
@@ -178,6 +187,7 @@ async def test_answer_from_inside_on_created_is_not_lost(rt: Runtime, worker: Wo
     CURRENT["rt"] = rt
     run_id = await rt.start(fast_answer)
     await worker.drain()  # one drain: the run must not strand in `suspended`
+    assert (await rt.get_run(run_id)).status is RunStatus.COMPLETED
     assert await rt.wait(run_id, timeout=5) == "fast"
     assert calls["step_runs"] == 2
     assert len(tokens) == 1
