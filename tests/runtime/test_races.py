@@ -140,7 +140,7 @@ gate: dict[str, asyncio.Event] = {}
 async def long_side_effect() -> str:
     gate["entered"].set()
     try:
-        await asyncio.sleep(30)
+        await gate["done"].wait()  # only a cancel ends it early (the test sets it at its end)
     except asyncio.CancelledError:
         calls["stopped"] += 1
         raise
@@ -152,18 +152,31 @@ async def cancel_stops_side_effects() -> str:
     return await long_side_effect()
 
 
-async def test_cancel_stops_a_running_step_at_the_next_heartbeat(backend_url: str) -> None:
+async def test_cancel_stops_a_running_step_at_the_next_heartbeat(
+    backend_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     gate["entered"] = asyncio.Event()
+    gate["done"] = asyncio.Event()
     async with Runtime(backend_url, partitions=2, lease_seconds=0.3) as rt:
         worker = Worker(rt)
         run_id = await rt.start(cancel_stops_side_effects)
         async with running(worker):
-            await asyncio.wait_for(gate["entered"].wait(), 5)
-            await rt.cancel(run_id)
-            deadline = time.monotonic() + 5
-            while not calls["stopped"]:
-                assert time.monotonic() < deadline, "the cancelled step kept running"
-                await asyncio.sleep(0.02)
+            try:
+                await asyncio.wait_for(gate["entered"].wait(), 5)
+                await rt.cancel(run_id)
+                deadline = time.monotonic() + 5
+                while "lease_lost: stopping the execution" not in caplog.text:
+                    assert time.monotonic() < deadline, "the heartbeat never saw the cancel"
+                    await asyncio.sleep(0.01)
+                # The heartbeat cancels the execution as it logs: the step's handler runs
+                # on the loop's next iterations, not at some later time.
+                for _ in range(10):
+                    if calls["stopped"]:
+                        break
+                    await asyncio.sleep(0)
+                assert calls["stopped"] == 1, "the cancelled step kept running"
+            finally:
+                gate["done"].set()
         assert (await rt.get_run(run_id)).status is RunStatus.CANCELLED
         assert "step.completed" not in [e.type for e in await rt.events(run_id)]
 
