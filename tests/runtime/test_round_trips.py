@@ -48,7 +48,7 @@ class CommandLog:
 
     def _read(self) -> None:
         client = redis.Redis(port=self.server.port)
-        with client.monitor() as monitor:
+        with client.monitor() as monitor:  # type: ignore[no-untyped-call]
             self._ready.set()
             while True:
                 entry = monitor.next_command()

@@ -8,7 +8,7 @@ import time
 import pytest
 import redis
 
-from runtime import RunStatus, Runtime
+from runtime import Event, RunStatus, Runtime
 from runtime._keys import run_keys
 from tests.processes import PARTITIONS, WorkerProcess, wait_until
 
@@ -24,8 +24,8 @@ async def _until_status(rt: Runtime, run_id: str, status: RunStatus, timeout: fl
         await asyncio.sleep(0.02)
 
 
-def _event_types(rt_events: list[object]) -> list[str]:
-    return [e.type for e in rt_events]  # type: ignore[attr-defined]
+def _event_types(rt_events: list[Event]) -> list[str]:
+    return [e.type for e in rt_events]
 
 
 async def test_durable_timeout_fires_after_the_creating_worker_died(
