@@ -113,7 +113,14 @@ async def batch_wf(n: int) -> int:
 async def slow_once() -> int:
     if await count("slow") == 1:
         await counters().set("test:zombie:entered", os.getpid())
-        await asyncio.sleep(2.5)  # paused (SIGSTOP) in here; then tries to complete
+        try:
+            await asyncio.sleep(2.5)  # paused (SIGSTOP) in here; then tries to complete
+        except asyncio.CancelledError:
+            # its heartbeat found the lease lost and stopped the step: no write follows
+            await counters().set("test:zombie:ended", f"stopped {os.getpid()}")
+            raise
+        # the step body is done: the execution now tries to record its result
+        await counters().set("test:zombie:ended", f"returned {os.getpid()}")
     return os.getpid()
 
 

@@ -124,7 +124,7 @@ async def test_invalid_answer_is_rejected_by_the_answer_schema(lrt: Runtime) -> 
     run_id = await lrt.start("langchain_agent", "Where is order B-7?")
     await worker.drain()
     [pending] = await lrt.list_hooks(run_id=run_id)
-    with pytest.raises(InvalidPayload):
+    with pytest.raises(InvalidPayload, match="does not match the hook's schema"):
         await lrt.resume_hook(pending.token, "burn it")
     assert (await lrt.get_run(run_id)).status is RunStatus.SUSPENDED
 

@@ -129,8 +129,9 @@ async def test_workflow_level_hook_and_answer_after_expiry(rt: Runtime) -> None:
         assert await rt.wait(run_id, timeout=5) == ["yes", "STEP_HOOK_TIMEOUT"]
     second = (await rt.list_hooks(run_id=run_id, status="expired"))[0]
     before = await _snapshot(rt, run_id)
-    with pytest.raises(HookExpired):
+    with pytest.raises(HookExpired) as late:
         await rt.resume_hook(second.token, "late")
+    assert type(late.value) is HookExpired  # not its subclass HookCancelled
     assert await _snapshot(rt, run_id) == before
 
 

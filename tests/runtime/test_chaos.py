@@ -74,8 +74,9 @@ async def test_chaos(redis_url: str) -> None:
                     run_id = token.split(":")[0]
                     hooks = {h.token: h for h in await rt.list_hooks(None, run_id=run_id)}
                     if hooks[token].status.value == "expired":
-                        with pytest.raises(HookExpired):
+                        with pytest.raises(HookExpired) as late:
                             await rt.resume_hook(token, "too late")
+                        assert type(late.value) is HookExpired  # not HookCancelled
                         expired_tokens.discard(token)
                 for run_id in run_ids:
                     if run_id not in finished and (await rt.get_run(run_id)).status.finished:

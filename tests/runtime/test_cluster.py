@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+import redis
 
 from runtime import (
     STEP_HOOK_TIMEOUT,
@@ -76,6 +77,24 @@ async def test_hitl_lifecycle_on_cluster(crt: Runtime) -> None:
     assert setups == ["setup"] * 8
     outbox = [m["type"] for _, m in await crt.read_outbox(session)]
     assert outbox == ["prompt", "answered", "status"]  # the outbox shares the run's slot
+
+
+async def test_runs_spread_over_the_cluster_nodes(crt: Runtime, cluster: RedisCluster) -> None:
+    run_ids = [await crt.start(clustered) for _ in range(40)]
+    per_node: dict[int, set[str]] = {}
+    for node in cluster.nodes:  # each node's own keys (a node holds only its slots)
+        client = redis.Redis(port=node.port)
+        try:
+            per_node[node.port] = {
+                key.decode().rsplit(":", 1)[1]
+                for key in client.scan_iter("parley:*:run:r-*", count=1000)
+                if not key.decode().endswith(("events", "hooks", "ckpt"))
+            }
+        finally:
+            client.close()
+    print("runs per node:", {port: len(ids) for port, ids in per_node.items()})
+    assert set().union(*per_node.values()) == set(run_ids)
+    assert sum(1 for ids in per_node.values() if ids) > 1, per_node
 
 
 async def test_timeouts_and_cancel_on_cluster(crt: Runtime) -> None:

@@ -143,7 +143,7 @@ gate: dict[str, asyncio.Event] = {}
 async def long_side_effect() -> str:
     gate["entered"].set()
     try:
-        await asyncio.sleep(30)
+        await gate["done"].wait()  # only a cancel ends it early (the test sets it at its end)
     except asyncio.CancelledError:
         calls["stopped"] += 1
         raise
@@ -155,18 +155,31 @@ async def cancel_stops_side_effects() -> str:
     return await long_side_effect()
 
 
-async def test_cancel_stops_a_running_step_at_the_next_heartbeat(backend_url: str) -> None:
+async def test_cancel_stops_a_running_step_at_the_next_heartbeat(
+    backend_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     gate["entered"] = asyncio.Event()
+    gate["done"] = asyncio.Event()
     async with Runtime(backend_url, partitions=2, lease_seconds=0.3) as rt:
         worker = Worker(rt)
         run_id = await rt.start(cancel_stops_side_effects)
         async with running(worker):
-            await asyncio.wait_for(gate["entered"].wait(), 5)
-            await rt.cancel(run_id)
-            deadline = time.monotonic() + 5
-            while not calls["stopped"]:
-                assert time.monotonic() < deadline, "the cancelled step kept running"
-                await asyncio.sleep(0.02)
+            try:
+                await asyncio.wait_for(gate["entered"].wait(), 5)
+                await rt.cancel(run_id)
+                deadline = time.monotonic() + 5
+                while "lease_lost: stopping the execution" not in caplog.text:
+                    assert time.monotonic() < deadline, "the heartbeat never saw the cancel"
+                    await asyncio.sleep(0.01)
+                # The heartbeat cancels the execution as it logs: the step's handler runs
+                # on the loop's next iterations, not at some later time.
+                for _ in range(10):
+                    if calls["stopped"]:
+                        break
+                    await asyncio.sleep(0)
+                assert calls["stopped"] == 1, "the cancelled step kept running"
+            finally:
+                gate["done"].set()
         assert (await rt.get_run(run_id)).status is RunStatus.CANCELLED
         assert "step.completed" not in [e.type for e in await rt.events(run_id)]
 
@@ -219,3 +232,71 @@ async def test_a_worker_runs_at_most_concurrency_executions(rt: Runtime) -> None
         for run_id in run_ids:
             await rt.wait(run_id, timeout=10)
     assert in_flight["max"] == 2
+
+
+held: dict[str, asyncio.Event] = {}
+
+
+@step
+async def held_step() -> str:
+    calls["held"] += 1
+    if calls["held"] == 1:
+        held["entered"].set()
+        await held["release"].wait()  # the first execution stalls here (a paused process)
+        return "first"
+    return "second"
+
+
+@workflow(name="held_wf")
+async def held_wf() -> str:
+    return await held_step()
+
+
+def _held() -> None:
+    held["entered"] = asyncio.Event()
+    held["release"] = asyncio.Event()
+
+
+async def test_a_write_after_the_run_was_cancelled_is_refused(
+    rt: Runtime, worker: Worker, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A drain runs no heartbeat: only the fence can refuse the late write.
+    _held()
+    run_id = await rt.start(held_wf)
+    drain = asyncio.create_task(worker.drain())
+    await asyncio.wait_for(held["entered"].wait(), 5)
+    await rt.cancel(run_id)
+    held["release"].set()  # the step returns and its execution tries to record it
+    await asyncio.wait_for(drain, 5)
+    assert (await rt.get_run(run_id)).status is RunStatus.CANCELLED
+    types = [e.type for e in await rt.events(run_id)]
+    assert "step.completed" not in types and types[-1] == "workflow.cancelled", types
+    assert "lease_lost" in caplog.text
+
+
+async def test_a_worker_that_lost_its_lease_cannot_write(
+    backend_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The zombie of test_worker_processes in one process: its execution stalls past its
+    # lease (no heartbeat: a drain runs none), another worker takes the run over and
+    # finishes it, then the stalled execution tries to record its step.
+    _held()
+    async with Runtime(backend_url, partitions=2, lease_seconds=0.05) as rt:
+        zombie = Worker(rt)
+        run_id = await rt.start(held_wf)
+        stalled = asyncio.create_task(zombie.drain())
+        await asyncio.wait_for(held["entered"].wait(), 5)
+        rescuer = Worker(rt, visibility_timeout=0)
+        deadline = time.monotonic() + 5
+        while (await rt.get_run(run_id)).status is not RunStatus.COMPLETED:
+            assert time.monotonic() < deadline, "the rescuer never took the run over"
+            await rescuer.reclaim()  # takes the task; its claim waits for the lease to lapse
+            await rescuer.drain()
+            await asyncio.sleep(0.01)
+        assert await rt.wait(run_id, timeout=5) == "second"
+        held["release"].set()
+        await asyncio.wait_for(stalled, 5)
+        events = await rt.events(run_id)
+        assert [e.data["result"] for e in events if e.type == "step.completed"] == ["second"]
+        assert [e.type for e in events].count("workflow.completed") == 1
+        assert "lease_lost" in caplog.text

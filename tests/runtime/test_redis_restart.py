@@ -1,6 +1,12 @@
-"""Redis with AOF (appendfsync always) is SIGKILLed and restarted on the same files: every
-answer that resume_hook acknowledged is applied and every run completes; the worker
-reconnects by itself and logs the outage."""
+"""A Redis *process* crash with AOF on: redis-server is SIGKILLed and restarted on the same
+files; every answer that resume_hook acknowledged is applied and every run completes; the
+worker reconnects by itself and logs the outage.
+
+What this shows and what it does not: a killed process leaves what it wrote to the AOF in
+the OS page cache, so the file is complete whatever ``appendfsync`` says (``always``,
+``everysec`` or ``no`` all pass here). Durability across a power loss or an OS crash
+depends on the fsync policy and is not tested: a test cannot pull the plug.
+"""
 
 from __future__ import annotations
 
@@ -19,12 +25,15 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def aof_redis() -> Iterator[RedisServer]:
+    # The recommended setting; see above for why this test cannot tell it from the others.
     server = RedisServer("--appendonly", "yes", "--appendfsync", "always")
     yield server
     server.stop()
 
 
-async def test_acknowledged_answers_survive_a_redis_crash(aof_redis: RedisServer) -> None:
+async def test_acknowledged_answers_survive_a_redis_process_crash_with_aof(
+    aof_redis: RedisServer,
+) -> None:
     worker = WorkerProcess(aof_redis.url, "tests.apps.hitl_app")
     try:
         async with Runtime(aof_redis.url, partitions=PARTITIONS) as rt:
@@ -37,7 +46,7 @@ async def test_acknowledged_answers_survive_a_redis_crash(aof_redis: RedisServer
             for i, hook in enumerate(await rt.list_hooks()):
                 assert await rt.resume_hook(hook.token, f"answer-{i}")  # acknowledged
                 answers[hook.run_id] = f"answer-{i}"
-        aof_redis.kill()  # some answers are still being applied by the worker
+        aof_redis.kill()  # a process crash; some answers are still being applied by the worker
         wait_until(lambda: "(Redis) is unavailable" in worker.log(), 15, "the outage to be logged")
         aof_redis.start()  # same port, same AOF files
 

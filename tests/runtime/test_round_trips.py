@@ -1,12 +1,16 @@
-"""Round trips per HITL lifecycle, counted client-side on a real Redis: a regression that
-adds a round trip fails here."""
+"""Redis commands per HITL lifecycle, seen by the server itself: a private redis-server's
+MONITOR feed lists every command it executes — alone or inside a pipeline — in order, so
+a regression that adds a command anywhere (even one pipelined with another) fails here.
+The worker is driven through its public ``drain()``."""
 
 from __future__ import annotations
 
-from collections import Counter
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 
 from runtime import (
     Runtime,
@@ -17,24 +21,86 @@ from runtime import (
     step_hook,
     workflow,
 )
+from runtime.store.redis import SCRIPT_NAMES
+from runtime.testing import RedisServer
 from tests.raw_redis import raw
 
+pytestmark = pytest.mark.redis
 
-class CountingRedis:
-    """Counts each command sent (a pipeline counts its commands and one round trip)."""
+PARTITIONS = 4
+_MARK = "parley-test-mark:"
+_SCRIPTS = SCRIPT_NAMES
 
-    def __init__(self, rt: Runtime) -> None:
-        self.commands: Counter[str] = Counter()
-        self.round_trips = 0
-        client = raw(rt).client
-        original = client.execute_command
 
-        async def execute_command(*args: Any, **options: Any) -> Any:
-            self.commands[str(args[0]).upper()] += 1
-            self.round_trips += 1
-            return await original(*args, **options)
+class CommandLog:
+    """Every command a private redis-server executes (MONITOR on a connection of its own),
+    split into sections by :meth:`mark`. Script calls are named after their script
+    (``claim``, ``apply``...), other commands by their upper-case name; commands that
+    scripts run inside Redis are left out (they cost no round trip)."""
 
-        client.execute_command = execute_command  # type: ignore[method-assign]
+    def __init__(self, server: RedisServer) -> None:
+        self.server = server
+        self._entries: list[dict[str, Any]] = []
+        self._ready = threading.Event()
+        self._marker = redis.Redis(port=server.port)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("MONITOR did not start")
+
+    def _read(self) -> None:
+        client = redis.Redis(port=self.server.port)
+        with client.monitor() as monitor:  # type: ignore[no-untyped-call]
+            self._ready.set()
+            while True:
+                entry = monitor.next_command()
+                self._entries.append(entry)
+                if entry["command"] == f"ECHO {_MARK}end":
+                    return
+
+    def mark(self, label: str) -> None:
+        """A marker in the feed (its own connection): everything the test did before this
+        call was executed before it."""
+        self._marker.echo(f"{_MARK}{label}")
+
+    def sections(self, rt: Runtime) -> dict[str, list[str]]:
+        """Ends the log; the commands between each marker and the next, by marker."""
+        self.mark("end")
+        self._thread.join(10)
+        assert not self._thread.is_alive(), "the MONITOR feed did not end"
+        names = {getattr(raw(rt).scripts, name).sha: name for name in _SCRIPTS}
+        sections: dict[str, list[str]] = {}
+        current: list[str] = []
+        for entry in self._entries:
+            if entry["client_type"] == "lua":
+                continue
+            name, *args = entry["command"].split(" ")
+            name = name.upper()
+            if name == "ECHO" and args[0].startswith(_MARK):
+                current = sections.setdefault(args[0][len(_MARK) :], [])
+                continue
+            current.append(names.get(args[0], args[0]) if name == "EVALSHA" else name)
+        return sections
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self.mark("end")
+            self._thread.join(10)
+        self._marker.close()
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    started = RedisServer("--appendonly", "no")
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def commands(server: RedisServer) -> Iterator[CommandLog]:
+    log = CommandLog(server)
+    yield log
+    log.close()
 
 
 async def _hand_out(token: str) -> None:
@@ -56,30 +122,67 @@ async def lifecycle(with_on_created: bool) -> Any:
     return await bench_step(with_on_created)
 
 
-@pytest.mark.parametrize("on_created", [False, True])
-async def test_hitl_lifecycle_round_trips(redis_url: str, on_created: bool) -> None:
-    async with Runtime(redis_url, partitions=4) as rt:
-        worker = Worker(rt)
-        counter = CountingRedis(rt)
-        run_id = await rt.start(lifecycle, on_created)
-        [task] = await rt.store.read_tasks("c", tuple(range(rt.partitions)), 10, None)
-        await worker.tasks.execute(task)  # claim+load, persist+suspend+ack
-        [pending] = await rt.list_hooks(run_id=run_id)
-        before_answer = counter.round_trips
-        await rt.resume_hook(pending.token, "yes")
-        [task] = await rt.store.read_tasks("c", tuple(range(rt.partitions)), 10, None)
-        await worker.tasks.execute(task)  # claim+load, finish+ack
-        engine_commands = counter.commands.copy()
-        engine_round_trips = counter.round_trips
-        assert await rt.wait(run_id, timeout=5) == "yes"
+# What a drain costs besides the runs it executes: it announces the workflows it runs
+# (SADD) and sends back the runs parked for its version (one script per partition), then
+# each pass fires due deadlines (one script per partition, pipelined) and reads the task
+# streams; it returns after a pass whose read found nothing.
+DRAIN_READS_TASK = ["SADD", *["unpark"] * PARTITIONS, *["fire_due"] * PARTITIONS, "XREADGROUP"]
+DRAIN_FINDS_NOTHING = [*["fire_due"] * PARTITIONS, "XREADGROUP"]
 
-    # start, claim+load, [persist hook, on_created,] suspend+ack, answer, claim+load,
-    # finish+ack: one script each (the deferred checkpoint rides with the hook). The two
-    # XREADGROUPs are batched across runs by a real worker; list_hooks and wait are this
-    # test's own reads.
-    assert engine_commands["EVALSHA"] == (7 if on_created else 6), engine_commands
-    assert set(engine_commands) == {"EVALSHA", "XREADGROUP"}, engine_commands
-    assert engine_round_trips - before_answer == 4  # answer, XREADGROUP, claim, finish
+
+def _lifecycle_only(section: list[str]) -> list[str]:
+    """A drained section without the drain's own cost (above)."""
+    assert section[-len(DRAIN_FINDS_NOTHING) :] == DRAIN_FINDS_NOTHING, section
+    rest = section[: -len(DRAIN_FINDS_NOTHING)]
+    return [c for c in rest if c not in ("SADD", "unpark", "fire_due")]
+
+
+async def _one_lifecycle(rt: Runtime, log: CommandLog, on_created: bool, n: int) -> Any:
+    worker = Worker(rt)
+    log.mark(f"start-{n}")
+    run_id = await rt.start(lifecycle, on_created)
+    await worker.drain()  # claim+load, [persist hook, on_created,] suspend+ack
+    log.mark(f"test-reads-{n}")
+    [pending] = await rt.list_hooks(run_id=run_id)
+    log.mark(f"answer-{n}")
+    await rt.resume_hook(pending.token, "yes")
+    await worker.drain()  # claim+load, finish+ack
+    log.mark(f"wait-{n}")
+    return await rt.wait(run_id, timeout=5)
+
+
+@pytest.mark.parametrize("on_created", [False, True])
+async def test_hitl_lifecycle_round_trips(
+    server: RedisServer, commands: CommandLog, on_created: bool
+) -> None:
+    async with Runtime(server.url, partitions=PARTITIONS) as rt:
+        # The first lifecycle loads the scripts (NOSCRIPT, SCRIPT LOAD) and opens the
+        # connection: the second one is what every later run costs.
+        assert await _one_lifecycle(rt, commands, on_created, 0) == "yes"
+        assert await _one_lifecycle(rt, commands, on_created, 1) == "yes"
+        sections = commands.sections(rt)
+
+    to_suspension = sections["start-1"]
+    after_answer = sections["answer-1"]
+    print("until suspended:", to_suspension, "\nafter the answer:", after_answer)
+    persist_hook = ["apply"] if on_created else []  # the token is handed out: durable first
+    # Every command, in order: nothing else reaches Redis, pipelined or not.
+    assert to_suspension == [
+        "start",
+        *DRAIN_READS_TASK,
+        "claim",
+        *persist_hook,
+        "apply",  # suspend + XACK (with the hook, the deferred checkpoint and the event)
+        *DRAIN_FINDS_NOTHING,
+    ]
+    assert after_answer == ["resume", *DRAIN_READS_TASK, "claim", "apply", *DRAIN_FINDS_NOTHING]
+
+    # start, claim+load, [persist hook,] suspend+ack, answer, claim+load, finish+ack: one
+    # script each; the XREADGROUPs are batched across runs by a real worker.
+    lifecycle_commands = _lifecycle_only(to_suspension) + _lifecycle_only(after_answer)
+    scripts = [c for c in lifecycle_commands if c != "XREADGROUP"]
+    assert len(scripts) == (7 if on_created else 6), lifecycle_commands
+    assert _lifecycle_only(after_answer) == ["resume", "XREADGROUP", "claim", "apply"]  # 4
 
 
 @step
@@ -93,12 +196,16 @@ async def durable_save_wf() -> Any:
     return await durable_save()
 
 
-async def test_default_checkpoint_save_is_its_own_durable_write(redis_url: str) -> None:
-    async with Runtime(redis_url, partitions=4) as rt:
-        counter = CountingRedis(rt)
-        run_id = await rt.start(durable_save_wf)
-        await Worker(rt).drain()
-        engine_commands = counter.commands.copy()
-        assert await rt.wait(run_id, timeout=5) == "saved"
+async def test_default_checkpoint_save_is_its_own_durable_write(
+    server: RedisServer, commands: CommandLog
+) -> None:
+    async with Runtime(server.url, partitions=PARTITIONS) as rt:
+        for n in range(2):  # the first run loads the scripts
+            commands.mark(f"run-{n}")
+            run_id = await rt.start(durable_save_wf)
+            await Worker(rt).drain()
+            commands.mark(f"wait-{n}")
+            assert await rt.wait(run_id, timeout=5) == "saved"
+        sections = commands.sections(rt)
     # start, claim, checkpoint (durable on return), finish
-    assert engine_commands["EVALSHA"] == 4, engine_commands
+    assert _lifecycle_only(sections["run-1"]) == ["start", "XREADGROUP", "claim", "apply", "apply"]

@@ -14,6 +14,7 @@ from runtime import (
     Runtime,
     Worker,
     delete_step_checkpoint,
+    hook,
     load_step_checkpoint,
     save_step_checkpoint,
     step,
@@ -69,6 +70,7 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
     assert [h.name for h in run.hooks] == ["human_review"]
     assert tokens == [run.hooks[0].token]
     assert worker.running == 0
+    assert await _pending_tasks(rt, run_id) == 0  # the suspension acknowledged its task
     ckpt_key = raw(rt).run_keys(run_id).ckpt
     assert await raw(rt).client.hgetall(ckpt_key) == {b"review_step-0": b'{"state":"DRAFT"}'}
 
@@ -80,6 +82,7 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
     assert calls["before_hook"] == 2  # the step re-executed from the top
     assert tokens == [run.hooks[0].token]  # on_created ran once: no re-prompt
     assert await raw(rt).client.exists(ckpt_key) == 0  # checkpoint gone after completion
+    assert await _pending_tasks(rt, run_id) == 0  # and so did the end of the run
     types = [e.type for e in await rt.events(run_id)]
     assert types == [
         "workflow.started",
@@ -90,6 +93,13 @@ async def test_seed_review_step_end_to_end(rt: Runtime, worker: Worker) -> None:
         "step.completed",
         "workflow.completed",
     ]
+
+
+async def _pending_tasks(rt: Runtime, run_id: str) -> int:
+    """Tasks of the run's partition delivered to a worker and not acknowledged."""
+    tasks = raw(rt).run_keys(run_id).tasks
+    pending: int = (await raw(rt).client.xpending(tasks, "workers"))["pending"]
+    return pending
 
 
 @step
@@ -173,6 +183,7 @@ async def test_answer_from_inside_on_created_is_not_lost(rt: Runtime, worker: Wo
     CURRENT["rt"] = rt
     run_id = await rt.start(fast_answer)
     await worker.drain()  # one drain: the run must not strand in `suspended`
+    assert (await rt.get_run(run_id)).status is RunStatus.COMPLETED
     assert await rt.wait(run_id, timeout=5) == "fast"
     assert calls["step_runs"] == 2
     assert len(tokens) == 1
@@ -250,3 +261,48 @@ async def test_on_timeout_return_gives_sentinel(rt: Runtime) -> None:
     hooks = await rt.list_hooks(status="expired", run_id=run_id)
     assert [h.name for h in hooks] == ["slow"]
     assert await rt.list_hooks() == []
+
+
+# User code (or an agent framework's tool-error middleware) that catches every Exception
+# around a wait: the suspension must get through, or the step/workflow would go on with
+# its fallback instead of waiting for the answer.
+@step
+async def swallowing_step(with_on_created: bool) -> Any:
+    try:
+        return await step_hook("wrapped", on_created=_remember if with_on_created else None)
+    except Exception as exc:
+        calls["swallowed"] += 1
+        return f"swallowed {type(exc).__name__}"
+
+
+@workflow(name="swallowing_step_wf")
+async def swallowing_step_wf(with_on_created: bool) -> Any:
+    return await swallowing_step(with_on_created)
+
+
+@workflow(name="swallowing_hook_wf")
+async def swallowing_hook_wf(with_on_created: bool) -> Any:
+    try:
+        return await hook("wrapped", on_created=_remember if with_on_created else None)
+    except Exception as exc:
+        calls["swallowed"] += 1
+        return f"swallowed {type(exc).__name__}"
+
+
+@pytest.mark.parametrize("with_on_created", [False, True])
+@pytest.mark.parametrize("wf", [swallowing_step_wf, swallowing_hook_wf], ids=["step", "workflow"])
+async def test_except_exception_around_a_wait_cannot_swallow_the_suspension(
+    rt: Runtime, worker: Worker, wf: Any, with_on_created: bool
+) -> None:
+    run_id = await rt.start(wf, with_on_created)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    assert calls["swallowed"] == 0
+    [pending] = await rt.list_hooks(run_id=run_id)
+    assert tokens == ([pending.token] if with_on_created else [])
+    assert await rt.resume_hook(pending.token, {"ok": 1}) is True
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == {"ok": 1}
+    assert calls["swallowed"] == 0
+    types = [e.type for e in await rt.events(run_id)]
+    assert types.count("hook.created") == 1 and types.count("hook.received") == 1

@@ -8,7 +8,7 @@ import time
 import pytest
 import redis
 
-from runtime import RunStatus, Runtime
+from runtime import Event, RunStatus, Runtime
 from runtime.store.redis import keys as redis_keys
 from tests.processes import PARTITIONS, WorkerProcess, wait_until
 
@@ -24,8 +24,8 @@ async def _until_status(rt: Runtime, run_id: str, status: RunStatus, timeout: fl
         await asyncio.sleep(0.02)
 
 
-def _event_types(rt_events: list[object]) -> list[str]:
-    return [e.type for e in rt_events]  # type: ignore[attr-defined]
+def _event_types(rt_events: list[Event]) -> list[str]:
+    return [e.type for e in rt_events]
 
 
 async def test_durable_timeout_fires_after_the_creating_worker_died(
@@ -157,16 +157,27 @@ async def test_zombie_worker_cannot_append(
     rescuer = WorkerProcess(redis_url, APP)
     workers.append(rescuer)
     assert await prt.wait(run_id, timeout=15) == rescuer.pid
-    zombie.resume()  # wakes up, finishes its step, tries to record it
+    zombie.resume()  # wakes up: its step returns and tries to record it, or its
+    # heartbeat finds the lease lost first and stops the step
     wait_until(
-        lambda: "lease_lost" in zombie.log() or "took over" in zombie.log(),
-        15,
-        "the zombie to be refused",
+        lambda: sync_redis.get("test:zombie:ended") is not None, 15, "the zombie's step to end"
     )
-    types = _event_types(await prt.events(run_id))
-    assert types.count("step.completed") == 1
+    ended = sync_redis.get("test:zombie:ended")
+    assert ended in (f"returned {zombie.pid}".encode(), f"stopped {zombie.pid}".encode())
+    # A graceful stop waits for every execution in flight: once the zombie has exited,
+    # whatever write its step led to has been sent and answered.
+    zombie.proc.terminate()
+    assert zombie.wait_exit() == 0
+    log = zombie.log()
+
+    events = await prt.events(run_id)
+    writers = [e.data["result"] for e in events if e.type == "step.completed"]
+    assert writers == [rescuer.pid], (ended, log[-3000:])  # nothing from the zombie
+    types = _event_types(events)
     assert types.count("workflow.completed") == 1
     assert types[-1] == "workflow.completed"
+    # it was refused (its write) or stopped (by its heartbeat), and said so
+    assert "lease_lost" in log, log[-3000:]
 
 
 async def test_long_step_is_not_stolen_while_its_worker_lives(

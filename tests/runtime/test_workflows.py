@@ -275,7 +275,7 @@ async def test_usage_errors(rt: Runtime) -> None:
         await rt.start("missing")
     with pytest.raises(UsageError, match="while a workflow runs"):
         await step_hook("x")
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match=r"load_step_checkpoint\(\) can only be used while"):
         await load_step_checkpoint()
     with pytest.raises(UsageError, match="session id"):
         await rt.start(chatty, 1, session="short")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
@@ -19,8 +20,6 @@ json_values = st.recursive(
     ),
     max_leaves=10,
 )
-
-REPLIES = {"error", "ack", "pong"}
 
 
 def frames(victim_token: str) -> st.SearchStrategy[str | bytes]:
@@ -52,15 +51,41 @@ def test_any_frame_gets_a_reply_and_changes_nothing(client: TestClient, data: An
     state = _victim(client)
     frame = data.draw(frames(state["token"]))
     with client.websocket_connect(f"/ws/sessions/{state['attacker']}") as ws:
+        assert ws.receive_json()["type"] == "ready"
         if isinstance(frame, bytes):
             ws.send_bytes(frame)
         else:
             ws.send_text(frame)
         reply = ws.receive_json()
-        while reply.get("type") not in REPLIES and "error" not in reply:
-            reply = ws.receive_json()  # skip the session's own replayed history
-    assert reply.get("type") in REPLIES or "error" in reply
+        while "id" in reply:  # an entry of the session's outbox (replayed history)
+            reply = ws.receive_json()
+    expected, ref = _expected_reply(frame)
+    assert reply["type"] in expected, (frame, reply)
+    assert reply.get("ref") == ref, (frame, reply)
+    if reply["type"] == "error":
+        assert isinstance(reply["error"], str) and reply["message"], reply
     assert [e["id"] for e in events(client, state["run_id"])] == state["event_ids"]
+
+
+def _expected_reply(frame: str | bytes) -> tuple[set[str], Any]:
+    """The reply types the gateway may give to ``frame`` (sent alone on a fresh socket,
+    so never rate-limited), and the ``ref`` it must echo."""
+    if isinstance(frame, bytes):
+        return {"error"}, None  # a binary frame
+    try:
+        parsed = orjson.loads(frame)  # the gateway's parser (e.g. the same integer range)
+    except orjson.JSONDecodeError:
+        return {"error"}, None
+    if not isinstance(parsed, dict):
+        return {"error"}, None
+    ref = parsed.get("ref") if isinstance(parsed.get("ref"), str | int) else None
+    kind = parsed.get("type")
+    if kind == "ping":
+        return {"pong"}, ref
+    if kind == "message":  # starts the chat workflow if its text is valid
+        return {"ack", "error"}, ref
+    # an unknown type, or an answer to a hook that is not the attacker session's
+    return {"error"}, ref
 
 
 _victims: dict[int, dict[str, Any]] = {}
