@@ -4,7 +4,6 @@ every op kind applied to a real claimed run, checked in the raw Redis data that
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import pytest
@@ -115,15 +114,10 @@ START_DATA = b'{"args":[1]}'
 
 
 async def _claim(store: Store, run_id: str) -> Claim:
-    """Read the run's task and claim it (``version``/``serves`` given when the store's
-    claim takes them)."""
+    """Read the run's task and claim it."""
     tasks = await store.read_tasks("c1", tuple(range(store.partitions)), 100, None)
     [task] = [t for t in tasks if t.run_id == run_id]
-    claim: Any = store.claim
-    if "version" in inspect.signature(claim).parameters:
-        result: Claim = await claim(task, "c1", 30_000, version="v1", serves=["v1"])
-    else:
-        result = await claim(task, "c1", 30_000)
+    result = await store.claim(task, "c1", 30_000, "v1", ["v1"])
     assert result.status is ClaimStatus.OK
     return result
 
@@ -219,6 +213,26 @@ async def test_every_op_lands_where_the_apply_script_puts_it(rt: Runtime) -> Non
     ]
     assert await client.hget(store.keys.key("waiting", keys.partition), session) == b"1"
     assert await client.ttl(outbox) == -1  # persisted while the prompt is pending
+
+
+async def test_a_fired_timer_is_no_longer_the_runs_timer(rt: Runtime) -> None:
+    store = raw(rt)
+    run_id, claim = await _claimed(rt, None)
+    keys = store.run_keys(run_id)
+    writes = Writes()
+    writes.schedule_timer("t0", 5_000)
+    await store.apply(
+        run_id,
+        claim.fence,
+        claim.events[-1].id,
+        writes,
+        max_events=MAX_EVENTS,
+        retention_seconds=RETENTION,
+    )
+    assert await store.client.hget(keys.run, "dl") == f"{run_id}|t|t0".encode()
+    assert (await store.fire_due(now_ms=5_000, limit=10)).lateness_ms == [0]
+    assert await store.client.hget(keys.run, "dl") is None
+    assert await store.client.zcard(keys.deadlines) == 0
 
 
 async def test_a_post_alone_leaves_the_outbox_expiry(rt: Runtime) -> None:
