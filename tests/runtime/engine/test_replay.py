@@ -6,11 +6,10 @@ from typing import Any
 
 import pytest
 
-from runtime.engine.replay import ReplayIndex, StepFailure
+from runtime.engine.replay import Call, ReplayIndex, StepFailure
 from runtime.models import Event, EventType
 
-# The fields these tests cover: an event must change the ones it concerns and no other of
-# them. (Fields added for other features are left to their own tests.)
+# The fields these tests cover: an event must change the ones it concerns and no other.
 FIELDS = (
     "args",
     "kwargs",
@@ -23,6 +22,9 @@ FIELDS = (
     "suspended_on",
     "timers",
     "fired",
+    "calls",
+    "step_waits",
+    "patches",
 )
 
 
@@ -36,8 +38,8 @@ def _only_changed(index: ReplayIndex) -> set[str]:
     return {name for name, value in _fields(index).items() if value != empty[name]}
 
 
-def test_the_covered_fields_exist() -> None:
-    assert set(FIELDS) <= set(ReplayIndex.__slots__)
+def test_the_covered_fields_are_every_field() -> None:
+    assert set(FIELDS) == set(ReplayIndex.__slots__)
 
 
 def test_a_new_index_is_empty() -> None:
@@ -74,9 +76,11 @@ def test_workflow_started_copies_its_data() -> None:
 def test_step_started_records_step_and_attempt() -> None:
     index = ReplayIndex()
     index.add(EventType.STEP_STARTED, {"step_id": "fetch-0", "name": "fetch", "attempt": 2})
+    assert index.started == {("fetch-0", 2)}
+    assert _only_changed(index) == {"started"}  # a retry is not a new call
     index.add(EventType.STEP_STARTED, {"step_id": "other-0"})  # attempt defaults to 0
     assert index.started == {("fetch-0", 2), ("other-0", 0)}
-    assert _only_changed(index) == {"started"}
+    assert _only_changed(index) == {"started", "calls"}
 
 
 def test_step_completed_records_the_result_even_none() -> None:
@@ -155,20 +159,27 @@ def test_step_failures_accumulate_per_step_in_order() -> None:
 @pytest.mark.parametrize("event_type", [EventType.STEP_SUSPENDED, EventType.WORKFLOW_SUSPENDED])
 def test_suspensions_record_the_wait(event_type: EventType) -> None:
     index = ReplayIndex()
-    index.add(event_type, {"step_id": "s-0", "wait": "s-0.approve"})
     index.add(event_type, {"wait": "t0"})
     index.add(event_type, {"wait": ""})  # no wait: nothing recorded
     index.add(event_type, {})
-    assert index.suspended_on == {"s-0.approve", "t0"}
+    assert index.suspended_on == {"t0"}
     assert _only_changed(index) == {"suspended_on"}
+    index.add(event_type, {"step_id": "s-0", "wait": "s-0.approve"})
+    assert index.suspended_on == {"s-0.approve", "t0"}
+    assert index.step_waits == {"s-0": "s-0.approve"}
+    assert _only_changed(index) == {"suspended_on", "step_waits"}
 
 
 def test_hook_created_keeps_its_whole_data() -> None:
     index = ReplayIndex()
-    data = {"hook_id": "h0.approve", "name": "approve", "expires_at": 99, "prompt": "ok?"}
+    data = {"hook_id": "s-0.approve", "name": "approve", "step_id": "s-0", "prompt": "ok?"}
     index.add(EventType.HOOK_CREATED, data)
-    assert index.hooks_created == {"h0.approve": data}
-    assert _only_changed(index) == {"hooks_created"}
+    assert index.hooks_created == {"s-0.approve": data}
+    assert _only_changed(index) == {"hooks_created"}  # a step's hook: not a body call
+    workflow_level = {"hook_id": "h0.approve", "name": "approve", "expires_at": 99}
+    index.add(EventType.HOOK_CREATED, workflow_level)
+    assert index.hooks_created == {"s-0.approve": data, "h0.approve": workflow_level}
+    assert index.calls == {0: Call("hook", "approve")}
 
 
 def test_hook_received_records_the_payload() -> None:
@@ -195,7 +206,73 @@ def test_timers_scheduled_and_fired() -> None:
     assert index.fired == set()
     index.add(EventType.TIMER_FIRED, {"timer_id": "t0"})
     assert index.fired == {"t0"}
-    assert _only_changed(index) == {"timers", "fired"}
+    assert _only_changed(index) == {"timers", "fired", "calls"}
+
+
+def test_durable_calls_are_indexed_by_their_recorded_position() -> None:
+    index = ReplayIndex()
+    index.add(
+        EventType.STEP_STARTED,
+        {"step_id": "fetch-0", "name": "fetch", "attempt": 0, "seq": 0, "args": "ab12"},
+    )
+    index.add(EventType.STEP_STARTED, {"step_id": "fetch-0", "name": "fetch", "attempt": 1})
+    index.add(EventType.STEP_STARTED, {"step_id": "x-0", "name": "x", "attempt": 0, "seq": 4})
+    index.add(EventType.HOOK_CREATED, {"hook_id": "h1.ok", "name": "ok", "seq": 1})
+    index.add(EventType.HOOK_CREATED, {"hook_id": "x-0.h", "name": "h", "step_id": "x-0"})
+    index.add(EventType.TIMER_SCHEDULED, {"timer_id": "t0", "due": 5, "seq": 2})
+    index.add(EventType.VALUE_RECORDED, {"kind": "now", "value": 1.5, "seq": 3})
+    assert index.calls == {
+        0: Call("step", "fetch", "ab12"),
+        1: Call("hook", "ok"),
+        2: Call("sleep", ""),
+        3: Call("now", "", value=1.5),
+        4: Call("step", "x"),
+    }
+
+
+def test_calls_without_positions_go_in_log_order() -> None:
+    """Logs written before positions were recorded."""
+    index = ReplayIndex()
+    index.add(EventType.STEP_STARTED, {"step_id": "a-0", "name": "a"})
+    index.add(EventType.TIMER_SCHEDULED, {"timer_id": "t0", "due": 1})
+    index.add(EventType.VALUE_RECORDED, {"kind": "uuid4", "value": "u"})
+    assert index.calls == {
+        0: Call("step", "a"),
+        1: Call("sleep", ""),
+        2: Call("uuid4", "", None, "u"),
+    }
+
+
+def test_value_recorded_is_a_call_only() -> None:
+    index = ReplayIndex()
+    index.add(EventType.VALUE_RECORDED, {"kind": "random", "value": 0.25, "seq": 7})
+    assert index.calls == {7: Call("random", "", value=0.25)}
+    assert _only_changed(index) == {"calls"}
+
+
+def test_patch_marked_records_the_patch_and_its_step() -> None:
+    index = ReplayIndex()
+    index.add(EventType.PATCH_MARKED, {"patch": "new-pricing"})
+    index.add(EventType.PATCH_MARKED, {"patch": "retry-twice", "step_id": "s-0"})
+    assert index.patches == {("new-pricing", None), ("retry-twice", "s-0")}
+    assert _only_changed(index) == {"patches"}
+
+
+def test_a_step_keeps_its_last_wait() -> None:
+    index = ReplayIndex()
+    index.add(EventType.STEP_SUSPENDED, {"step_id": "s-0", "wait": "s-0.first"})
+    index.add(EventType.STEP_SUSPENDED, {"step_id": "s-0", "wait": "s-0.second"})
+    index.add(EventType.WORKFLOW_SUSPENDED, {"wait": "h2.top"})
+    assert index.step_waits == {"s-0": "s-0.second"}
+    assert index.suspended_on == {"s-0.first", "s-0.second", "h2.top"}
+
+
+def test_call_descriptions() -> None:
+    assert Call("step", "fetch", "ab12").describe() == "step 'fetch' (arguments ab12)"
+    assert Call("step", "fetch").describe() == "step 'fetch'"
+    assert Call("hook", "approve").describe() == "hook 'approve'"
+    assert Call("sleep", "").describe() == "sleep"
+    assert Call("now", "", value=3).describe() == "now"
 
 
 @pytest.mark.parametrize(
