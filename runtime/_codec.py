@@ -5,6 +5,7 @@ Values crossing Redis are JSON (orjson) only: nothing read from Redis can execut
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from datetime import timedelta
@@ -67,6 +68,9 @@ def _has_non_finite(value: Any) -> bool:
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            # orjson encodes dataclasses natively: their fields are values too
+            stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
     return False
 
 
@@ -95,6 +99,8 @@ def parse_duration(value: Duration, *, what: str = "duration") -> float:
         raise UsageError(
             f"{what} must be seconds, a timedelta or a string like '5m', got {type(value).__name__}"
         )
+    if not math.isfinite(seconds):
+        raise UsageError(f"{what} must be a finite number of seconds, got {value!r}")
     if seconds < 0:
         raise UsageError(f"{what} must not be negative, got {value!r}")
     return seconds

@@ -75,29 +75,53 @@ class Batcher:
         live = [call for call in batch if not call[3].cancelled()]
         try:
             replies = await self._pipeline(live)
-            missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
-            if missing:
-                for script in {live[i][0] for i in missing}:
-                    await self.client.script_load(script.source)
-                retried = await self._pipeline([live[i] for i in missing])
-                for i, reply in zip(missing, retried, strict=True):
-                    replies[i] = reply
         except Exception as exc:  # the connection failed: every call in it failed
-            for *_, future in live:
-                if not future.done():
-                    future.set_exception(exc)
+            self._fail(live, exc)
             return
         except BaseException:  # cancelled (shutdown): so are the calls waiting on it
-            for *_, future in live:
-                future.cancel()
+            self._cancel(live)
             raise
-        for (*_, future), reply in zip(live, replies, strict=True):
+        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        # Calls whose script ran have their reply now, whatever happens to the reload of
+        # the others (their callers must not hear "unavailable" for a write that happened).
+        self._settle(
+            [(c, r) for i, (c, r) in enumerate(zip(live, replies, strict=True)) if i not in missing]
+        )
+        if not missing:
+            return
+        retry = [live[i] for i in missing]
+        try:
+            for script in {call[0] for call in retry}:
+                await self.client.script_load(script.source)
+            retried = await self._pipeline(retry)
+        except Exception as exc:
+            self._fail(retry, exc)
+            return
+        except BaseException:
+            self._cancel(retry)
+            raise
+        self._settle(list(zip(retry, retried, strict=True)))
+
+    @staticmethod
+    def _settle(done: list[tuple[_Call, Any]]) -> None:
+        for (*_, future), reply in done:
             if future.done():
                 continue
             if isinstance(reply, ResponseError):
                 future.set_exception(reply)
             else:
                 future.set_result(reply)
+
+    @staticmethod
+    def _fail(calls: list[_Call], exc: Exception) -> None:
+        for *_, future in calls:
+            if not future.done():
+                future.set_exception(exc)
+
+    @staticmethod
+    def _cancel(calls: list[_Call]) -> None:
+        for *_, future in calls:
+            future.cancel()
 
     async def _pipeline(self, calls: list[_Call]) -> list[Any]:
         if len(calls) == 1:

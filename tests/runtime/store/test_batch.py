@@ -370,13 +370,6 @@ async def test_a_script_that_still_misses_after_the_reload_fails_its_call(
     assert await client.get("n") is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: when reloading a missing script fails (here the connection drops during "
-    "SCRIPT LOAD), _send fails every call of the batch, also the calls whose replies had "
-    "already arrived: their scripts ran, but their callers get the error (StoreUnavailable: "
-    "'nothing is known to have changed')",
-)
 async def test_a_failed_reload_does_not_fail_the_calls_that_already_succeeded(
     client: aioredis.Redis, wire: Wire, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -744,13 +744,6 @@ async def test_resume_a_hook_of_a_cancelled_run(store: Store) -> None:
     assert await store.events(run.run_id) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the end of a run closes its pending hooks as CANCELLED (lua end_run), and "
-    "resume.lua checks the hook's state before the run's status, so an answer to a hook of "
-    "a completed or failed run gets CANCELLED ('the run was cancelled') and FINISHED is "
-    "never returned",
-)
 async def test_resume_a_hook_of_a_finished_run(store: Store) -> None:
     run = await running(store)
     assert (await apply(store, run, hook_writes(run.run_id, "h0.a"))).outcome is ApplyOutcome.OK

@@ -27,9 +27,11 @@ if state == HOOK_RECEIVED then
   return {'conflict'}
 end
 if state == HOOK_EXPIRED then return {'expired'} end
-if state == HOOK_CANCELLED then return {'cancelled'} end
 local rs = redis.call('HMGET', keys.run, 'status', 'nev', 'session', 'wf')
 local status = rs[1]
+-- a run that ended closed its pending hooks: say how it ended, not just "closed"
+if FINISHED[status] and status ~= STATUS.cancelled then return {'finished', status} end
+if state == HOOK_CANCELLED then return {'cancelled'} end
 if FINISHED[status] then return {'finished', status} end
 if string.sub(record, 2, 2) == 'S' and not validated then return {'needs_validation', record} end
 if tonumber(rs[2] or '0') >= max_events then return {'limit'} end
