@@ -51,26 +51,26 @@ def parse_token(token: object) -> tuple[str, str]:
     if not isinstance(token, str):
         raise InvalidToken(f"expected a token string, got {type(token).__name__}")
     run_id, sep, hook_id = token.partition(":")
-    if not sep or not RUN_ID_RE.match(run_id) or not HOOK_ID_RE.match(hook_id):
+    if not sep or not RUN_ID_RE.fullmatch(run_id) or not HOOK_ID_RE.fullmatch(hook_id):
         shown = token if len(token) <= 80 else token[:77] + "..."
         raise InvalidToken(f"expected a token '<run_id>:<hook_id>', got {shown!r}")
     return run_id, hook_id
 
 
 def check_run_id(run_id: object) -> str:
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
         raise RunNotFound(f"expected a run id like 'r-' + 24 hex digits, got {run_id!r}")
     return run_id
 
 
 def check_session_id(session: object) -> str:
-    if not isinstance(session, str) or not SESSION_ID_RE.match(session):
+    if not isinstance(session, str) or not SESSION_ID_RE.fullmatch(session):
         raise UsageError(f"a session id must match {SESSION_ID_RE.pattern}, got {session!r}")
     return session
 
 
 def check_name(name: object, what: str) -> str:
     """A workflow, step or hook name: letters, digits, ``_`` and ``-``, 1 to 64 of them."""
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise UsageError(f"{what} name must match {NAME_RE.pattern}, got {name!r}")
     return name

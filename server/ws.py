@@ -242,7 +242,7 @@ async def session_socket(websocket: WebSocket) -> None:
     session = websocket.path_params["session_id"]
     await websocket.accept()
     after = websocket.query_params.get("after") or "0-0"
-    if not STREAM_ID_RE.match(after):
+    if not STREAM_ID_RE.fullmatch(after):
         await _refuse(
             websocket,
             CLOSE_BAD_REQUEST,

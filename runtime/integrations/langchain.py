@@ -118,7 +118,7 @@ class HumanTool:
 
     def __post_init__(self) -> None:
         # The tool name is also the hook name: both must be valid before the model sees it.
-        if not NAME_RE.match(self.name):
+        if not NAME_RE.fullmatch(self.name):
             raise UsageError(f"human tool name must match {NAME_RE.pattern}, got {self.name!r}")
 
     @cached_property

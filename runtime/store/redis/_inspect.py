@@ -85,7 +85,7 @@ class InspectionStore:
         pattern = f"{_keys.PREFIX}:{{p:*}}:{_keys.TEMPLATES['run'].format(run_id='*')}"
         async for key in self.client.scan_iter(match=pattern, count=1000):
             run_id = key.decode().rsplit(":run:", 1)[1]
-            if RUN_ID_RE.match(run_id):
+            if RUN_ID_RE.fullmatch(run_id):
                 run_ids.append(run_id)
         infos = []
         for i in range(0, len(run_ids), 500):
