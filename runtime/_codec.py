@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -104,3 +104,28 @@ def parse_duration(value: Duration, *, what: str = "duration") -> float:
     if seconds < 0:
         raise UsageError(f"{what} must not be negative, got {value!r}")
     return seconds
+
+
+# A deadline: a duration from now, or an aware datetime (an instant in a time zone).
+Deadline = Duration | datetime
+
+
+def check_deadline(value: Deadline, *, what: str = "timeout") -> float | datetime:
+    """Seconds (a duration, checked) or an aware datetime (a naive one is refused: it
+    names no instant)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise UsageError(
+                f"{what} must be a datetime with a time zone, e.g. "
+                f"datetime(2026, 12, 4, 17, tzinfo=ZoneInfo('Europe/Paris')); got a naive "
+                f"datetime {value.isoformat()!r}, which names no instant"
+            )
+        return value
+    return parse_duration(value, what=what)
+
+
+def due_ms(deadline: float | datetime, now_ms: int) -> int:
+    """The instant (ms since the epoch) a checked deadline falls on."""
+    if isinstance(deadline, datetime):
+        return int(deadline.timestamp() * 1000)
+    return now_ms + int(deadline * 1000)

@@ -30,7 +30,14 @@ from .errors import (
     WaitTimeout,
     WorkflowNotFound,
 )
-from .ids import check_run_id, check_session_id, new_session_id, parse_token
+from .ids import (
+    check_idempotency_key,
+    check_new_run_id,
+    check_run_id,
+    check_session_id,
+    new_session_id,
+    parse_token,
+)
 from .models import Event, HookInfo, HookStatus, RunInfo, RunStatus
 from .registry import get_workflow
 from .settings import (
@@ -135,18 +142,38 @@ class Runtime:
         /,
         *args: Any,
         session: str | None = None,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
         **kwargs: Any,
     ) -> str:
-        """Start a run of ``workflow`` (the function or its registered name); returns its id."""
+        """Start a run of ``workflow`` (the function or its registered name); returns its id.
+
+        ``run_id`` gives the run the caller's own id; ``idempotency_key`` names the run to
+        start. Either way a start that finds its run already there starts nothing and
+        returns its id: a start retried after an error or a timeout runs once. (The name
+        is free again once the run has expired after its retention.)
+        """
         name = await self._workflow_name(workflow)
         if session is not None:
             check_session_id(session)
+        if run_id is not None and idempotency_key is not None:
+            raise UsageError("give a run id or an idempotency key, not both")
         run_input = encode_value(
             {"args": list(args), "kwargs": kwargs} if kwargs else {"args": list(args)},
             what="workflow input",
             limit=self.limits.max_payload_bytes,
         )
-        run_id = self.store.new_run_id(session)
+        if run_id is not None:
+            check_new_run_id(run_id)
+            if session is not None and not self.store.fits_session(run_id, session):
+                raise UsageError(
+                    f"run id {run_id!r} cannot be bound to this session (its messages live "
+                    "elsewhere); give the run an idempotency key instead",
+                    run_id=run_id,
+                )
+        else:
+            key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
+            run_id = self.store.new_run_id(session, key)
         await self.store.start(run_id, name, session, run_input)
         return run_id
 

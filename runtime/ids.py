@@ -1,9 +1,9 @@
 """The identifiers Parley hands out and accepts: run ids, session ids, workflow/step/hook
 names and hook tokens, with the checks that turn a malformed one into a clear error.
 
-A hook token is ``"<run_id>:<hook_id>"``: run ids are ``r-`` + 24 hex digits and hook ids
-are built from names restricted below, so a token splits unambiguously and is safe in a
-URL path.
+A hook token is ``"<run_id>:<hook_id>"``: Parley's run ids are ``r-`` + 24 hex digits, a
+caller's own are letters, digits, ``_``, ``-`` and ``.`` (no ``:``), and hook ids are built
+from names restricted below, so a token splits unambiguously and is safe in a URL path.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import secrets
 
 from .errors import InvalidToken, RunNotFound, UsageError
 
-RUN_ID_RE = re.compile(r"^r-[0-9a-f]{24}$")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-.]{0,99}$")
+IDEMPOTENCY_KEY_MAX = 200
 NAME_RE = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 HOOK_ID_RE = re.compile(r"^[A-Za-z0-9_\-.]{1,200}$")
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_\-]{16,64}$")
@@ -23,7 +24,9 @@ __all__ = [
     "NAME_RE",
     "RUN_ID_RE",
     "SESSION_ID_RE",
+    "check_idempotency_key",
     "check_name",
+    "check_new_run_id",
     "check_run_id",
     "check_session_id",
     "make_token",
@@ -58,9 +61,31 @@ def parse_token(token: object) -> tuple[str, str]:
 
 
 def check_run_id(run_id: object) -> str:
+    """A run id to look up: malformed is a RunNotFound (no such run can exist)."""
     if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
-        raise RunNotFound(f"expected a run id like 'r-' + 24 hex digits, got {run_id!r}")
+        raise RunNotFound(
+            f"expected a run id (1 to 100 letters, digits, '_', '-', '.'), got {run_id!r:.120}"
+        )
     return run_id
+
+
+def check_new_run_id(run_id: object) -> str:
+    """A caller's id for a new run: a clear UsageError when it cannot be one."""
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
+        raise UsageError(
+            "a run id is 1 to 100 letters, digits, '_', '-' or '.', starting with a letter or "
+            f"digit; got {run_id!r:.120}"
+        )
+    return run_id
+
+
+def check_idempotency_key(key: object) -> str:
+    if not isinstance(key, str) or not key or len(key) > IDEMPOTENCY_KEY_MAX:
+        raise UsageError(
+            f"an idempotency key is a string of 1 to {IDEMPOTENCY_KEY_MAX} characters, "
+            f"got {key!r:.120}"
+        )
+    return key
 
 
 def check_session_id(session: object) -> str:

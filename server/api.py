@@ -97,12 +97,13 @@ async def healthz(request: Request) -> Response:
 async def start_run(request: Request) -> Response:
     ctx = require_api_key(request)
     body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
-    unknown = sorted(set(body) - {"workflow", "args", "kwargs", "session"})
+    unknown = sorted(set(body) - {"workflow", "args", "kwargs", "session", "run_id"})
     if unknown:
         raise ApiError(
             400,
             "malformed",
-            f"unknown field(s) {', '.join(unknown)}; expected workflow, args, kwargs, session",
+            f"unknown field(s) {', '.join(unknown)}; expected workflow, args, kwargs, session, "
+            "run_id",
         )
     workflow = body.get("workflow")
     args = body.get("args", [])
@@ -113,14 +114,15 @@ async def start_run(request: Request) -> Response:
     if not isinstance(args, list):
         raise ApiError(400, "malformed", f"expected 'args' to be an array, got {_kind(args)}")
     kwargs = expect_object(kwargs, "'kwargs'")
-    if "session" in kwargs:
+    if {"session", "run_id", "idempotency_key"} & set(kwargs):
         # Runtime.start takes `session` itself: a workflow parameter of that name cannot
         # be passed through kwargs (it would be a TypeError, i.e. a 500).
         raise ApiError(
             400,
             "malformed",
-            "'kwargs' may not contain 'session' (the run's chat session is the top-level "
-            "'session' field)",
+            "'kwargs' may not contain 'session', 'run_id' or 'idempotency_key' (the run's "
+            "chat session and id are the top-level 'session' and 'run_id' fields and the "
+            "Idempotency-Key header)",
         )
     if session is not None:
         if not isinstance(session, str):
@@ -128,7 +130,16 @@ async def start_run(request: Request) -> Response:
                 400, "malformed", f"expected 'session' to be a session id, got {_kind(session)}"
             )
         await ctx.sessions.require(session)
-    run_id = await ctx.runtime.start(workflow, *args, session=session, **kwargs)
+    # A client that retries a start (after a timeout or a 503) with the same key gets the
+    # same run, started once.
+    run_id = await ctx.runtime.start(
+        workflow,
+        *args,
+        session=session,
+        run_id=body.get("run_id"),
+        idempotency_key=request.headers.get("idempotency-key"),
+        **kwargs,
+    )
     if session is not None:
         await ctx.sessions.bind(session, run_id)
     return _json({"run_id": run_id, "status": "pending", "session": session}, 201)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any, Final, Literal
 
 import jsonschema
 
 from .. import _faults
 from .._clock import now_ms
-from .._codec import dumps, encode_value
+from .._codec import due_ms, dumps, encode_value
 from ..errors import HookTimeout, UsageError
 from ..models import EventType
 from ..store import HookSpec
@@ -51,7 +52,7 @@ async def wait_for_hook(
     name: str,
     hook_id: str,
     scope: StepScope | None,
-    timeout_seconds: float | None,
+    timeout: float | datetime | None,
     on_created: OnCreated | None,
     schema: dict[str, Any] | None,
     on_timeout: OnTimeout,
@@ -83,7 +84,7 @@ async def wait_for_hook(
             check_step_waits(execution, scope, hook_id, name)
         if execution.dry_run:
             raise ReplayEnded(f"hook {hook_id!r} is not in the recorded history")
-        expires_at_ms = None if timeout_seconds is None else now_ms() + int(timeout_seconds * 1000)
+        expires_at_ms = None if timeout is None else due_ms(timeout, now_ms())
         _create_hook(execution, name, hook_id, step_id, seq, expires_at_ms, schema, prompt, token)
         if on_created is None:
             # Nobody learns the token before the suspension: record the hook in the same
@@ -162,14 +163,15 @@ def _create_hook(
         )
 
 
-def sleep(execution: Execution, seconds: float) -> None:
-    """Return when the timer fired; else schedule it (once) and suspend."""
+def sleep(execution: Execution, until: float | datetime) -> None:
+    """Return when the timer fired; else schedule it (once) and suspend. ``until``: seconds
+    from now, or an instant."""
     seq, _recorded = execution.check_call("sleep")
     timer_id = execution.next_timer_id()
     if timer_id in execution.index.fired:
         return
     if timer_id not in execution.index.timers:
-        due = now_ms() + int(seconds * 1000)
+        due = due_ms(until, now_ms())
         execution.record(EventType.TIMER_SCHEDULED, {"timer_id": timer_id, "due": due, "seq": seq})
         execution.writes.schedule_timer(timer_id, due)
     raise Suspend(timer_id)

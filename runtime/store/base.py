@@ -174,8 +174,12 @@ class Store(Protocol):
         """Raise :class:`~runtime.errors.StoreUnavailable` unless the store answers."""
 
     # runs --------------------------------------------------------------------------
-    def new_run_id(self, session: str | None) -> str:
-        """A fresh run id; a session's runs get ids that live next to its messages."""
+    def new_run_id(self, session: str | None, idempotency_key: str | None = None) -> str:
+        """A fresh run id (the same one for the same ``idempotency_key``); a session's runs
+        get ids that live next to its messages."""
+
+    def fits_session(self, run_id: str, session: str) -> bool:
+        """Whether a run of this id can be bound to ``session``."""
 
     async def start(self, run_id: str, workflow: str, session: str | None, input: bytes) -> bool:
         """Create the run with its ``workflow.started`` event and enqueue it; False when a

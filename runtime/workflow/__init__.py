@@ -14,6 +14,7 @@ from .primitives import (
     load_step_checkpoint,
     save_step_checkpoint,
     sleep,
+    sleep_until,
     step_hook,
 )
 
@@ -30,6 +31,7 @@ __all__ = [
     "random",
     "save_step_checkpoint",
     "sleep",
+    "sleep_until",
     "step",
     "step_hook",
     "uuid4",

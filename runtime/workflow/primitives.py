@@ -7,9 +7,10 @@ and records only what is new."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from .._codec import Duration, parse_duration
+from .._codec import Deadline, Duration, check_deadline, parse_duration
 from ..engine import waits
 from ..engine.execution import Execution, current_execution, current_step
 from ..engine.signals import StepScope
@@ -27,6 +28,7 @@ __all__ = [
     "load_step_checkpoint",
     "save_step_checkpoint",
     "sleep",
+    "sleep_until",
     "step_hook",
 ]
 
@@ -38,8 +40,8 @@ def _execution(what: str) -> Execution:
     return execution
 
 
-def _timeout(timeout: Duration | None) -> float | None:
-    return None if timeout is None else parse_duration(timeout, what="timeout")
+def _timeout(timeout: Deadline | None) -> float | datetime | None:
+    return None if timeout is None else check_deadline(timeout, what="timeout")
 
 
 def _check_on_timeout(on_timeout: str) -> None:
@@ -49,7 +51,7 @@ def _check_on_timeout(on_timeout: str) -> None:
 
 async def hook(
     name: str,
-    timeout: Duration | None = None,
+    timeout: Deadline | None = None,
     on_created: OnCreated | None = None,
     schema: dict[str, Any] | None = None,
     on_timeout: OnTimeout = "raise",
@@ -58,7 +60,9 @@ async def hook(
 ) -> Any:
     """Suspend the *workflow* until ``resume_hook(token, payload)`` delivers a payload.
 
-    Call it from the workflow body (inside a step use :func:`step_hook`).
+    Call it from the workflow body (inside a step use :func:`step_hook`). ``timeout`` is a
+    duration ("24h", seconds, a timedelta) or an aware datetime: "answer by Friday 17:00
+    in the reviewer's time zone" is ``datetime(..., 17, tzinfo=ZoneInfo(...))``.
     """
     execution = _execution("hook()")
     if current_step.get() is not None:
@@ -76,7 +80,7 @@ async def hook(
 
 async def step_hook(
     name: str,
-    timeout: Duration | None = None,
+    timeout: Deadline | None = None,
     on_created: OnCreated | None = None,
     schema: dict[str, Any] | None = None,
     on_timeout: OnTimeout = "raise",
@@ -124,6 +128,17 @@ async def sleep(duration: Duration) -> None:
             run_id=execution.run_id,
         )
     waits.sleep(execution, parse_duration(duration, what="sleep duration"))
+
+
+async def sleep_until(when: datetime) -> None:
+    """Durable timer at workflow level until the instant ``when`` (an aware datetime)."""
+    execution = _execution("sleep_until()")
+    if current_step.get() is not None:
+        raise UsageError("sleep_until() is durable at workflow level only", run_id=execution.run_id)
+    if not isinstance(when, datetime):
+        raise UsageError(f"sleep_until() takes a datetime, got {type(when).__name__}")
+    until = check_deadline(when, what="sleep_until")
+    waits.sleep(execution, until)
 
 
 def _step_scope(what: str) -> tuple[Execution, StepScope]:

@@ -170,7 +170,7 @@ def test_bad_answers_get_clear_errors_and_change_nothing(client: TestClient) -> 
         (f"/api/hooks/{token}", b'{"payload": "' + b"z" * 70_000 + b'"}', 413, "payload_too_large"),
         (f"/api/hooks/{token}", b"x" * (300 * 1024), 413, "request_too_large"),
         ("/api/hooks/not-a-token", b'{"payload": 1}', 400, "invalid_token"),
-        ("/api/hooks/abc:def", b'{"payload": 1}', 400, "invalid_token"),
+        ("/api/hooks/ab%20c:def", b'{"payload": 1}', 400, "invalid_token"),
         (f"/api/hooks/{run_id}:no.such.hook", b'{"payload": 1}', 404, "hook_not_found"),
         (f"/api/hooks/{UNKNOWN_RUN}:h0.x", b'{"payload": 1}', 404, "run_not_found"),
     ]

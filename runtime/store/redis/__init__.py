@@ -9,6 +9,8 @@ serves one Redis server, a Redis Cluster (``redis+cluster://``) and the embedded
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -147,15 +149,25 @@ class RedisStore(SessionStore, InspectionStore):
     _run = run_keys
 
     # runs --------------------------------------------------------------------------
-    def new_run_id(self, session: str | None) -> str:
-        while True:
-            run_id = new_run_id()
+    def new_run_id(self, session: str | None, idempotency_key: str | None = None) -> str:
+        # An idempotency key names one run: its id is derived from the key (start is then
+        # create-if-absent on that id, atomic in the START script).
+        for n in itertools.count():
+            if idempotency_key is None:
+                run_id = new_run_id()
+            else:
+                seed = f"{idempotency_key}\x00{n}".encode()
+                run_id = "r-" + hashlib.sha256(seed).hexdigest()[:24]
             # A session's runs live in the session's partition, so prompts reach its
             # outbox in the same single-slot script that records the hook.
-            if session is None or _keys.partition_of(run_id, self.partitions) == (
-                _keys.partition_of(session, self.partitions)
-            ):
+            if session is None or self.fits_session(run_id, session):
                 return run_id
+        raise AssertionError("unreachable")
+
+    def fits_session(self, run_id: str, session: str) -> bool:
+        return _keys.partition_of(run_id, self.partitions) == _keys.partition_of(
+            session, self.partitions
+        )
 
     @store_call
     async def start(self, run_id: str, workflow: str, session: str | None, input: bytes) -> bool:
