@@ -109,8 +109,8 @@ async def test_a_start_whose_reply_was_lost_is_not_started_twice(
         assert (await direct.stats())["started"] == 1
 
 
-@workflow(name="deadline_wf")
-async def deadline_wf(when: str) -> object:
+@workflow(name="absolute_deadline_wf")
+async def absolute_deadline_wf(when: str) -> object:
     answer = await hook("answer_by", timeout=datetime.fromisoformat(when), on_timeout="return")
     return "timed out" if answer is STEP_HOOK_TIMEOUT else answer
 
@@ -120,7 +120,7 @@ async def test_a_datetime_timeout_fires_at_that_instant_not_before(
 ) -> None:
     paris = timezone(timedelta(hours=1))
     when = datetime.now(paris) + timedelta(seconds=1)
-    run_id = await rt.start(deadline_wf, when.isoformat())
+    run_id = await rt.start(absolute_deadline_wf, when.isoformat())
     await worker.drain()
     [pending] = await rt.list_hooks(run_id=run_id)
     assert pending.expires_at == pytest.approx(when.timestamp(), abs=0.001)
