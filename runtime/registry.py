@@ -32,10 +32,15 @@ _workflows: dict[str, WorkflowDef] = {}
 
 def register_workflow(definition: WorkflowDef) -> None:
     existing = _workflows.get(definition.name)
-    if existing is not None and existing.fn.__qualname__ != definition.fn.__qualname__:
+    # The same function registered again (a module re-imported) is fine; another one is not.
+    if existing is not None and _where(existing.fn) != _where(definition.fn):
         raise UsageError(f"workflow {definition.name!r} is already registered by {existing.fn!r}")
     _workflows[definition.name] = definition
     definition.fn.__parley_workflow__ = definition.name  # type: ignore[attr-defined]
+
+
+def _where(fn: Callable[..., Any]) -> tuple[str, str]:
+    return fn.__module__, fn.__qualname__
 
 
 def registered_workflows() -> list[str]:

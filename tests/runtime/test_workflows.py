@@ -324,3 +324,15 @@ async def test_unserializable_result_fails_clearly(rt: Runtime, worker: Worker) 
     await worker.drain()
     with pytest.raises(RunFailed, match="JSON-serializable"):
         await rt.wait(run_id, timeout=5)
+
+
+def test_two_workflows_cannot_share_a_name_across_modules() -> None:
+    from runtime import UsageError as Refused
+
+    async def twin() -> None:
+        return None
+
+    twin.__module__ = "somewhere.else"
+    twin.__qualname__ = "replay_wf"
+    with pytest.raises(Refused, match="already registered"):
+        workflow(name="replay_wf")(twin)
