@@ -19,6 +19,7 @@ from .errors import (
     EventLimitExceeded,
     HookAlreadyAnswered,
     HookCancelled,
+    HookClosed,
     HookExpired,
     HookNotFound,
     InvalidPayload,
@@ -234,6 +235,10 @@ class Runtime:
             raise HookAlreadyAnswered("a different answer was already accepted", **ids)
         if outcome is ResumeOutcome.EXPIRED:
             raise HookExpired("the hook expired before this answer", **ids)
+        if outcome is ResumeOutcome.CLOSED:
+            raise HookClosed(
+                "another wait of the run finished first; the hook was withdrawn", **ids
+            )
         if outcome is ResumeOutcome.CANCELLED:
             raise HookCancelled("the run was cancelled; the hook no longer takes answers", **ids)
         if outcome is ResumeOutcome.FINISHED:

@@ -15,7 +15,8 @@ response can always say *which* run went wrong::
     ├── HookNotFound               the run exists but has no such hook
     ├── HookAlreadyAnswered        a *different* payload was already accepted (conflict)
     ├── HookExpired                the hook's deadline passed before an answer came
-    │   └── HookCancelled          the run was cancelled while the hook was pending
+    │   ├── HookCancelled          the run was cancelled while the hook was pending
+    │   └── HookClosed             another wait of its first(...) finished first
     ├── HookTimeout                raised inside the workflow/step when on_timeout="raise"
     ├── EventLimitExceeded         the run reached its maximum number of events
     ├── LeaseLost                  this worker no longer owns the run (another took over)
@@ -33,6 +34,7 @@ __all__ = [
     "EventLimitExceeded",
     "HookAlreadyAnswered",
     "HookCancelled",
+    "HookClosed",
     "HookExpired",
     "HookNotFound",
     "HookTimeout",
@@ -122,6 +124,10 @@ class HookExpired(ParleyError):
 
 class HookCancelled(HookExpired):
     code = "hook_cancelled"
+
+
+class HookClosed(HookExpired):
+    code = "hook_closed"
 
 
 class HookTimeout(ParleyError):

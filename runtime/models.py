@@ -30,6 +30,7 @@ class HookStatus(enum.StrEnum):
     RECEIVED = "received"  # an answer was accepted
     EXPIRED = "expired"  # its deadline passed first
     CANCELLED = "cancelled"  # its run was cancelled first
+    CLOSED = "closed"  # another wait of a first(...) finished first: withdrawn
 
 
 FINISHED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -56,6 +57,7 @@ class EventType(enum.StrEnum):
     WORKFLOW_RETRIED = "workflow.retried"  # a blocked run was sent back to the workers
     PATCH_MARKED = "patch.marked"  # patch, step_id: this run took the patched path
     VALUE_RECORDED = "value.recorded"  # kind (now, random, uuid4), value
+    FIRST_DECIDED = "first.decided"  # seq, winner (its index), closed (the other waits)
 
 
 # Events that wake a suspended run (an answer, an expiry, a timer).

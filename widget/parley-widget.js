@@ -139,6 +139,7 @@ class ChatWidget {
       prompt: () => this.onPrompt(frame),
       answered: () => this.settlePrompt(frame.token, "received", frame.payload),
       expired: () => this.settlePrompt(frame.token, "expired"),
+      closed: () => this.settlePrompt(frame.token, "closed"),
       status: () => this.onStatus(frame),
       ack: () => this.onAck(frame),
       error: () => this.onError(frame),
@@ -203,6 +204,8 @@ class ChatWidget {
       entry.note.textContent = "This question expired — the agent continued without your answer.";
     } else if (state === "cancelled") {
       entry.note.textContent = "This question was withdrawn.";
+    } else if (state === "closed") {
+      entry.note.textContent = "No answer needed any more — the agent went on without it.";
     }
   }
 

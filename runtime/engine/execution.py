@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
+from collections.abc import Coroutine
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 from .. import _faults
 from .._codec import dumps, encode_value, loads
-from ..errors import EventLimitExceeded, LeaseLost, NondeterminismError, StoreUnavailable
+from ..errors import (
+    EventLimitExceeded,
+    LeaseLost,
+    NondeterminismError,
+    StoreUnavailable,
+    UsageError,
+)
 from ..ids import make_token
 from ..models import WAKING_EVENTS, Event, EventType, RunStatus
 from ..registry import WorkflowDef
@@ -31,6 +39,32 @@ log = logging.getLogger("parley.execution")
 
 current_execution: ContextVar[Execution | None] = ContextVar("parley_execution", default=None)
 current_step: ContextVar[StepScope | None] = ContextVar("parley_step", default=None)
+
+_tracking_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Make the tasks a workflow creates (``asyncio.gather`` of steps and waits) known to
+    its execution, which waits for them before it suspends or ends: a step still running
+    in one branch records its result, and nothing of the run goes on after it."""
+    if loop in _tracking_loops:
+        return
+    previous = loop.get_task_factory()
+
+    def factory(
+        loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+    ) -> asyncio.Future[Any]:
+        if previous is not None:
+            task = previous(loop, coro, **kwargs)
+        else:
+            task = asyncio.Task(coro, loop=loop, **kwargs)
+        execution = current_execution.get()
+        if execution is not None:
+            execution.adopt(task)
+        return task
+
+    loop.set_task_factory(cast(Any, factory))
+    _tracking_loops.add(loop)
 
 
 class Execution:
@@ -83,6 +117,14 @@ class Execution:
         # A dry replay (``parley replay``) stops where the recorded history ends.
         self.dry_run = dry_run
         self.position = 0
+        # Waits that raised Suspend in this pass (wait id -> its step id): all of them are
+        # recorded when the run suspends (parallel waits suspend together).
+        self.waiting: dict[str, str | None] = {}
+        self.children: set[asyncio.Future[Any]] = set()
+        # Suspensions raised in tasks that nothing has carried to the workflow yet: a
+        # durable call made while one is loose is a wait the code did not await properly.
+        self.loose: list[Suspend] = []
+        self.unwinding = False
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
         self.writes = Writes()
         self.refused = False  # the last suspension was refused: events had arrived
@@ -113,6 +155,43 @@ class Execution:
     def token(self, hook_id: str) -> str:
         return make_token(self.run_id, hook_id)
 
+    # tasks of the workflow ------------------------------------------------------------
+    def adopt(self, task: asyncio.Future[Any]) -> None:
+        self.children.add(task)
+        task.add_done_callback(self._child_done)
+
+    def _child_done(self, task: asyncio.Future[Any]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, Suspend) and not exc.consumed:
+            self.loose.append(exc)
+
+    async def _settle_children(self) -> None:
+        """Wait for every task the workflow started (a step in flight records its result)."""
+        while pending := [t for t in self.children if not t.done()]:
+            await asyncio.wait(pending)
+
+    def suspend_on(self, wait: str, step_id: str | None = None) -> Suspend:
+        """The Suspend a wait raises, registered so that the suspension records it."""
+        self.waiting.setdefault(wait, step_id)
+        return Suspend(wait, step_id)
+
+    def _check_loose(self) -> None:
+        loose = [s for s in self.loose if not s.consumed]
+        if not loose:
+            return
+        if self.unwinding:
+            # The workflow is suspending: a branch still running starts nothing new.
+            raise loose[0]
+        raise UsageError(
+            f"the wait {loose[0].wait!r} was started in a task whose outcome the workflow did "
+            "not await (asyncio.wait, as_completed, gather(return_exceptions=True), a task "
+            "left behind): Parley cannot replay that. Await waits directly, use "
+            "asyncio.gather for all of them, or runtime.first(...) for the first one",
+            run_id=self.run_id,
+        )
+
     # replay checks -------------------------------------------------------------------
     def check_call(
         self, kind: str, name: str = "", digest: str | None = None
@@ -120,6 +199,7 @@ class Execution:
         """Take the next position of the workflow body's durable calls. Returns it with the
         call the log recorded there (it must be this one, else the run is blocked), or with
         None when the log has nothing there (new work)."""
+        self._check_loose()
         position = self.position
         self.position += 1
         recorded = self.index.calls.get(position)
@@ -236,14 +316,25 @@ class Execution:
     async def run(self) -> None:
         """Run the workflow until it suspends or finishes; replays in place if an answer
         (or expiry, or timer) arrived while this execution was still running."""
+        _track_tasks(asyncio.get_running_loop())
         while True:
             self._step_counters.clear()
             self._hook_counter = 0
             self._timer_counter = 0
             self.position = 0
+            self.waiting.clear()
+            self.loose.clear()
+            self.unwinding = False
             token = current_execution.set(self)
             try:
-                result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
+                try:
+                    result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
+                except Suspend:
+                    self.unwinding = True
+                    raise
+                finally:
+                    await self._settle_children()
+                self._check_loose()
             except Suspend as suspend:
                 arrived = await self._suspend(suspend)
                 if arrived is None:
@@ -271,14 +362,17 @@ class Execution:
         if self.dry_run:
             raise ReplayEnded(f"the run waits on {suspend.wait!r}")
         suspension = Writes()
-        if suspend.wait not in self.index.suspended_on:
-            if suspend.step_id is not None:
-                data = {"step_id": suspend.step_id, "wait": suspend.wait}
+        waits = self.waiting or {suspend.wait: suspend.step_id}
+        recorded = [wait for wait in waits if wait not in self.index.suspended_on]
+        for wait in recorded:
+            step_id = waits[wait]
+            if step_id is not None:
+                data = {"step_id": step_id, "wait": wait}
                 suspension.event(EventType.STEP_SUSPENDED, dumps(data))
                 self.index.add(EventType.STEP_SUSPENDED, data)
             else:
-                suspension.event(EventType.WORKFLOW_SUSPENDED, dumps({"wait": suspend.wait}))
-                self.index.add(EventType.WORKFLOW_SUSPENDED, {"wait": suspend.wait})
+                suspension.event(EventType.WORKFLOW_SUSPENDED, dumps({"wait": wait}))
+                self.index.add(EventType.WORKFLOW_SUSPENDED, {"wait": wait})
         try:
             arrived = await self._apply(suspension=suspension)
         except EventLimitExceeded as exc:
@@ -288,8 +382,8 @@ class Execution:
             self.outcome = "suspended"
             return None
         # The suspension was refused (and not recorded): forget it so the next suspension
-        # on this wait records it.
-        self.index.suspended_on.discard(suspend.wait)
+        # on these waits records them.
+        self.index.suspended_on.difference_update(recorded)
         return arrived
 
     async def _finish_completed(self, result: Any) -> None:

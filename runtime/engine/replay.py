@@ -58,15 +58,25 @@ class ReplayIndex:
     calls: dict[int, Call] = field(default_factory=dict)
     step_waits: dict[str, str] = field(default_factory=dict)  # step id -> its last wait
     patches: set[tuple[str, str | None]] = field(default_factory=set)  # (patch, step id)
+    # When each answer, expiry or timer came (its event id: their order decides a first()).
+    completed_at: dict[str, tuple[int, int]] = field(default_factory=dict)
+    firsts: dict[int, int] = field(default_factory=dict)  # first() position -> winner
+    closed: set[str] = field(default_factory=set)  # waits a first() withdrew
 
-    def add(self, event_type: EventType | str, data: dict[str, Any]) -> None:
+    def add(
+        self, event_type: EventType | str, data: dict[str, Any], event_id: str | None = None
+    ) -> None:
         handler = _HANDLERS.get(event_type)
         if handler is not None:
             handler(self, data)
+        wait = _COMPLETES.get(event_type)
+        if wait is not None and event_id is not None:
+            ms, _, seq = event_id.partition("-")
+            self.completed_at.setdefault(data[wait], (int(ms), int(seq or 0)))
 
     def add_all(self, events: list[Event]) -> None:
         for event in events:
-            self.add(event.type, event.data)
+            self.add(event.type, event.data, event.id)
 
 
 def _call(index: ReplayIndex, data: dict[str, Any], call: Call) -> None:
@@ -137,6 +147,11 @@ def _value_recorded(index: ReplayIndex, data: dict[str, Any]) -> None:
     _call(index, data, Call(data["kind"], "", value=data.get("value")))
 
 
+def _first_decided(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.firsts[int(data["seq"])] = int(data["winner"])
+    index.closed.update(data.get("closed", []))
+
+
 def _patch_marked(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.patches.add((data["patch"], data.get("step_id")))
 
@@ -159,4 +174,12 @@ _HANDLERS: dict[str, Callable[[ReplayIndex, dict[str, Any]], None]] = {
     EventType.TIMER_FIRED: _timer_fired,
     EventType.VALUE_RECORDED: _value_recorded,
     EventType.PATCH_MARKED: _patch_marked,
+    EventType.FIRST_DECIDED: _first_decided,
+}
+
+# Events that end a wait, and the field naming it.
+_COMPLETES: dict[str, str] = {
+    EventType.HOOK_RECEIVED: "hook_id",
+    EventType.HOOK_EXPIRED: "hook_id",
+    EventType.TIMER_FIRED: "timer_id",
 }

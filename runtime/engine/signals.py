@@ -19,6 +19,7 @@ class Suspend(BaseException):
         super().__init__(wait)
         self.wait = wait
         self.step_id = step_id
+        self.consumed = False  # taken into account by runtime.first (not a loose wait)
 
 
 class Interrupted(ParleyError):

@@ -48,7 +48,7 @@ async def call_step(
         raise ReplayEnded(f"step {step_id!r} has no recorded result (its body is not run)")
     attempt = len(failures)
     if failures and failures[-1].timer_id and failures[-1].timer_id not in index.fired:
-        raise Suspend(failures[-1].timer_id)  # still backing off
+        raise execution.suspend_on(failures[-1].timer_id)  # still backing off
 
     while True:
         if execution.flush_before_step:
@@ -138,7 +138,7 @@ async def _record_failure(
         },
     )
     execution.writes.schedule_timer(timer_id, due)
-    raise Suspend(timer_id)
+    raise execution.suspend_on(timer_id)
 
 
 def _step_failed(execution: Execution, step_id: str, error: dict[str, Any]) -> StepFailed:

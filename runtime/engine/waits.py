@@ -5,8 +5,10 @@ replayed from the index, what is recorded, and when the run suspends. The public
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -19,10 +21,22 @@ from ..errors import HookTimeout, UsageError
 from ..models import EventType
 from ..store import HookSpec
 from .execution import READ_SUFFIX, Execution
+from .replay import ReplayIndex
 from .signals import ReplayEnded, StepScope, Suspend
 from .steps import check_step_waits
 
 OnCreated = Callable[[str], Awaitable[None] | None]
+
+# Inside first(): where each wait notes its id (which event ended it decides the winner).
+_wait_box: ContextVar[list[str] | None] = ContextVar("parley_wait_box", default=None)
+
+
+def note_wait(wait_id: str) -> None:
+    box = _wait_box.get()
+    if box is not None:
+        box.append(wait_id)
+
+
 OnTimeout = Literal["raise", "return"]
 
 
@@ -62,6 +76,7 @@ async def wait_for_hook(
     (once), hand out its token (``on_created``, at least once) and suspend. ``scope`` is
     the step calling ``step_hook``; None for a workflow's ``hook``."""
     index = execution.index
+    note_wait(hook_id)
     step_id = None if scope is None else scope.step_id
     seq: int | None = None
     if scope is None:
@@ -79,6 +94,8 @@ async def wait_for_hook(
             hook_id=hook_id,
         )
     token = execution.token(hook_id)
+    if hook_id in index.closed:  # withdrawn by a first(): nothing to ask, nothing to wait for
+        raise execution.suspend_on(hook_id, step_id)
     if hook_id not in index.hooks_created:
         if scope is not None:
             check_step_waits(execution, scope, hook_id, name)
@@ -89,7 +106,7 @@ async def wait_for_hook(
         if on_created is None:
             # Nobody learns the token before the suspension: record the hook in the same
             # write as the suspension (one round trip fewer).
-            raise Suspend(hook_id, step_id)
+            raise execution.suspend_on(hook_id, step_id)
         # on_created hands the token out, and its answer may come back at once: the hook
         # must be durable before that.
         await execution.flush()
@@ -104,7 +121,7 @@ async def wait_for_hook(
         # Only once it returned: if it raised, a retried step calls it again.
         execution.notified.add(hook_id)
         _faults.crash_point("after_on_created")
-    raise Suspend(hook_id, step_id)
+    raise execution.suspend_on(hook_id, step_id)
 
 
 def _create_hook(
@@ -168,13 +185,14 @@ def sleep(execution: Execution, until: float | datetime) -> None:
     from now, or an instant."""
     seq, _recorded = execution.check_call("sleep")
     timer_id = execution.next_timer_id()
+    note_wait(timer_id)
     if timer_id in execution.index.fired:
         return
     if timer_id not in execution.index.timers:
         due = due_ms(until, now_ms())
         execution.record(EventType.TIMER_SCHEDULED, {"timer_id": timer_id, "due": due, "seq": seq})
         execution.writes.schedule_timer(timer_id, due)
-    raise Suspend(timer_id)
+    raise execution.suspend_on(timer_id)
 
 
 async def save_checkpoint(
@@ -220,3 +238,58 @@ async def post(execution: Execution, message: dict[str, Any]) -> str | None:
         run_id=execution.run_id,
     )
     return await execution.store.post(execution.session, data)
+
+
+async def first_of(execution: Execution, waits: list[Coroutine[Any, Any, Any]]) -> tuple[int, Any]:
+    """The first of ``waits`` to finish (by the order the log recorded their answers,
+    expiries and timers), and its value; the others are withdrawn durably. Until one
+    finishes, the run suspends on all of them."""
+    position, _recorded = execution.check_call("first")
+    boxes: list[list[str]] = []
+    tasks = []
+    for wait in waits:
+        box: list[str] = []
+        boxes.append(box)
+        tasks.append(asyncio.ensure_future(_in_box(wait, box)))
+    await asyncio.wait(tasks)
+    finished, pending = [], {}
+    for i, task in enumerate(tasks):
+        exc = task.exception()
+        if isinstance(exc, Suspend):
+            exc.consumed = True
+            pending[i] = exc
+        else:
+            finished.append(i)
+    index = execution.index
+    winner = index.firsts.get(position)
+    if winner is None:
+        if not finished:
+            raise next(iter(pending.values()))  # the run waits on all of them
+        never = (1 << 62, 0)
+        winner = min(finished, key=lambda i: min(_ends(index, boxes[i]), default=never))
+        losers = [boxes[i][-1] for i in range(len(waits)) if i != winner and boxes[i]]
+        execution.record(
+            EventType.FIRST_DECIDED, {"seq": position, "winner": winner, "closed": losers}
+        )
+        for wait_id in losers:
+            _withdraw(execution, wait_id)
+    for exc in pending.values():  # the losers no longer hold the run
+        execution.waiting.pop(exc.wait, None)
+    return winner, tasks[winner].result()
+
+
+async def _in_box(wait: Coroutine[Any, Any, Any], box: list[str]) -> Any:
+    _wait_box.set(box)
+    return await wait
+
+
+def _ends(index: ReplayIndex, wait_ids: list[str]) -> list[tuple[int, int]]:
+    return [index.completed_at[w] for w in wait_ids if w in index.completed_at]
+
+
+def _withdraw(execution: Execution, wait_id: str) -> None:
+    if wait_id in execution.index.hooks_created:
+        execution.writes.close_hook(wait_id, execution.token(wait_id))
+    elif wait_id in execution.index.timers:
+        execution.writes.cancel_timer(wait_id)
+    execution.index.closed.add(wait_id)

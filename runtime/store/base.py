@@ -77,6 +77,7 @@ class ResumeOutcome(enum.StrEnum):
     CONFLICT = "conflict"  # a different answer was accepted before
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+    CLOSED = "closed"  # another wait of its first(...) finished first
     FINISHED = "finished"  # the run ended (``run_status`` says how)
     LIMIT = "limit"  # the run reached its event limit
 

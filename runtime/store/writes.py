@@ -68,6 +68,15 @@ class Writes:
         """The run's durable timer (a sleep or a retry backoff): one at a time per run."""
         self.ops.append(("timer", timer_id, due_ms))
 
+    def close_hook(self, hook_id: str, token: str) -> None:
+        """Withdraw a pending hook (another wait finished first): it takes no answer, its
+        deadline goes, and the run's session is told."""
+        self.ops.append(("close_hook", hook_id, token))
+
+    def cancel_timer(self, timer_id: str) -> None:
+        """Remove a timer that no longer matters (another wait finished first)."""
+        self.ops.append(("cancel_timer", timer_id))
+
     def post(self, message: bytes) -> None:
         """A message to the run's chat session (ignored when the run has none)."""
         self.ops.append(("post", message))

@@ -6,6 +6,8 @@ and records only what is new."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,6 +26,7 @@ __all__ = [
     "current_run",
     "delete_step_checkpoint",
     "emit",
+    "first",
     "hook",
     "load_step_checkpoint",
     "save_step_checkpoint",
@@ -117,6 +120,31 @@ async def step_hook(
         on_timeout,
         prompt,
     )
+
+
+async def first(*candidates: Coroutine[Any, Any, Any]) -> tuple[int, Any]:
+    """Wait for the first of several durable waits; returns ``(which, value)``.
+
+    ``candidates`` are calls of ``hook(...)``, ``sleep(...)`` or ``sleep_until(...)`` (not yet
+    awaited), e.g. ``which, answer = await first(hook("approve"), sleep("24h"))``. The run
+    suspends until one of them finishes; the others are then withdrawn durably (a
+    withdrawn hook is ``closed``: a late answer gets ``HookClosed``; a withdrawn timer is
+    removed). When several finished by the time the run resumes, the one the log recorded
+    first wins, on every replay. The winner's error (``HookTimeout``) is raised.
+    """
+    execution = _execution("first()")
+    if current_step.get() is not None:
+        raise UsageError("first() is for the workflow body", run_id=execution.run_id)
+    if len(candidates) < 2 or not all(inspect.iscoroutine(w) for w in candidates):
+        for wait in candidates:
+            if inspect.iscoroutine(wait):
+                wait.close()  # never awaited: no "was never awaited" warning
+        raise UsageError(
+            "first() takes two or more calls of hook(), sleep() or sleep_until(), not awaited "
+            f"yet; got {[type(w).__name__ for w in candidates]}",
+            run_id=execution.run_id,
+        )
+    return await waits.first_of(execution, list(candidates))
 
 
 async def sleep(duration: Duration) -> None:

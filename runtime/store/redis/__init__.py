@@ -437,8 +437,10 @@ def _ops(ops: list[Op]) -> list[list[str]]:
             out.append(encoded)
         elif kind == "timer":
             out.append([kind, op[1], str(op[2])])
-        elif kind == "uncheckpoint":
+        elif kind in ("uncheckpoint", "cancel_timer"):
             out.append([kind, op[1]])
+        elif kind == "close_hook":
+            out.append([kind, op[1], op[2]])
         else:  # event (type, data), checkpoint (step id, state), post, prompt (message)
             out.append(
                 [kind, *(part.decode() if isinstance(part, bytes) else part for part in op[1:])]

@@ -20,6 +20,7 @@ STATE_LETTERS = {
     HookStatus.RECEIVED: "R",
     HookStatus.EXPIRED: "E",
     HookStatus.CANCELLED: "C",
+    HookStatus.CLOSED: "X",
 }
 _STATE_BY_LETTER = {ord(letter): state for state, letter in STATE_LETTERS.items()}
 DIGEST_SUFFIX = "!p"

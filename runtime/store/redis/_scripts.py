@@ -69,6 +69,7 @@ def header() -> str:
         f"local HOOK_RECEIVED = {_lua_string(letters[HookStatus.RECEIVED])}",
         f"local HOOK_EXPIRED = {_lua_string(letters[HookStatus.EXPIRED])}",
         f"local HOOK_CANCELLED = {_lua_string(letters[HookStatus.CANCELLED])}",
+        f"local HOOK_CLOSED = {_lua_string(letters[HookStatus.CLOSED])}",
         f"local DIGEST_SUFFIX = {_lua_string(_records.DIGEST_SUFFIX)}",
         f"local DEADLINE_SEP = {_lua_string(_keys.DEADLINE_SEP)}",
         *(_key_function(name, template) for name, template in _keys.TEMPLATES.items()),

@@ -25,6 +25,9 @@ FIELDS = (
     "calls",
     "step_waits",
     "patches",
+    "completed_at",
+    "firsts",
+    "closed",
 )
 
 
@@ -344,10 +347,35 @@ def test_add_all_matches_adding_one_by_one() -> None:
     bulk.add_all(events)
     single = ReplayIndex()
     for event in events:
-        single.add(event.type, event.data)
+        single.add(event.type, event.data, event.id)
     every_field = tuple(ReplayIndex.__slots__)
     assert _fields(bulk, every_field) == _fields(single, every_field)
     assert bulk.started == {("s-0", 0), ("s-0", 1)}
     assert bulk.timers == {"r": 7} and bulk.fired == {"r"}
     assert bulk.suspended_on == {"s-0.h"} and bulk.received == {"s-0.h": 1}
     assert bulk.completed == {"s-0": 2}
+
+
+def test_first_decided_records_the_winner_and_the_withdrawn_waits() -> None:
+    index = ReplayIndex()
+    index.add(EventType.FIRST_DECIDED, {"seq": 3, "winner": 1, "closed": ["h0.a", "t0"]})
+    assert index.firsts == {3: 1} and index.closed == {"h0.a", "t0"}
+    assert _only_changed(index) == {"firsts", "closed"}
+
+
+def test_the_end_of_a_wait_is_dated_by_its_event_id() -> None:
+    index = ReplayIndex()
+    index.add_all(
+        [
+            Event("1700000000005-1", "hook.received", {"hook_id": "h0.a", "payload": 1}),
+            Event("1700000000005-0", "hook.expired", {"hook_id": "h1.b"}),
+            Event("1700000000009-0", "timer.fired", {"timer_id": "t0"}),
+        ]
+    )
+    assert index.completed_at == {
+        "h0.a": (1700000000005, 1),
+        "h1.b": (1700000000005, 0),
+        "t0": (1700000000009, 0),
+    }
+    index.add(EventType.HOOK_RECEIVED, {"hook_id": "h2.c", "payload": 2})  # no id: undated
+    assert "h2.c" not in index.completed_at

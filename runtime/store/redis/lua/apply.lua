@@ -65,6 +65,23 @@ local function apply(ops)
       local member = deadline_member(req.run_id, 't', op[2])
       redis.call('ZADD', keys.deadlines, op[3], member)
       redis.call('HSET', keys.run, 'dl', member)
+    elseif kind == 'close_hook' then
+      -- {'close_hook', hook id, token}: withdrawn, if still pending (an answer that got in
+      -- first stays; first() already decided by then)
+      local record = redis.call('HGET', keys.hooks, op[2])
+      if record and hook_state(record) == HOOK_PENDING then
+        redis.call('HSET', keys.hooks, op[2], with_hook_state(record, HOOK_CLOSED))
+        redis.call('SREM', keys.pending, op[3])
+        redis.call('ZREM', keys.deadlines, deadline_member(req.run_id, 'h', op[2]))
+        if outbox then
+          unwait(key_waiting(req.prefix), session, 1)
+          post(outbox, cjson.encode({type = 'closed', run_id = req.run_id, token = op[3]}))
+        end
+      end
+    elseif kind == 'cancel_timer' then
+      local member = deadline_member(req.run_id, 't', op[2])
+      redis.call('ZREM', keys.deadlines, member)
+      if redis.call('HGET', keys.run, 'dl') == member then redis.call('HDEL', keys.run, 'dl') end
     elseif kind == 'post' then
       if outbox then post(outbox, op[2]) end
     elseif kind == 'prompt' then

@@ -27,6 +27,7 @@ if state == HOOK_RECEIVED then
   return {'conflict'}
 end
 if state == HOOK_EXPIRED then return {'expired'} end
+if state == HOOK_CLOSED then return {'closed'} end
 local rs = redis.call('HMGET', keys.run, 'status', 'nev', 'session', 'wf')
 local status = rs[1]
 -- a run that ended closed its pending hooks: say how it ended, not just "closed"

@@ -1,0 +1,163 @@
+"""Concurrency inside a workflow: asyncio.gather of steps, hooks and step_hooks; first()
+of hooks and sleeps, which withdraws the losers; waits Parley cannot replay are refused."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from runtime import (
+    HookClosed,
+    RunStatus,
+    Runtime,
+    Worker,
+    first,
+    hook,
+    sleep,
+    step,
+    step_hook,
+    workflow,
+)
+
+
+async def answer(rt: Runtime, run_id: str, name: str, payload: object) -> None:
+    [pending] = [h for h in await rt.list_hooks(run_id=run_id) if h.name == name]
+    await rt.resume_hook(pending.token, payload)
+
+
+@step
+async def slow(n: int) -> int:
+    await asyncio.sleep(0.3)
+    return n
+
+
+@workflow(name="parallel_steps_wf")
+async def parallel_steps_wf() -> list[int]:
+    return list(await asyncio.gather(slow(1), slow(2), slow(3)))
+
+
+async def test_parallel_steps_run_at_the_same_time(rt: Runtime, worker: Worker) -> None:
+    run_id = await rt.start(parallel_steps_wf)
+    began = time.monotonic()
+    await worker.drain()
+    took = time.monotonic() - began
+    assert await rt.wait(run_id, timeout=5) == [1, 2, 3]
+    print(f"three 0.3 s steps in {took:.2f} s")
+    events = await rt.events(run_id)
+    started = [e for e in events if e.type == "step.started"]
+    completed = [e for e in events if e.type == "step.completed"]
+    # all three began before any of them finished: they overlapped
+    assert len(started) == len(completed) == 3
+    assert max(events.index(e) for e in started) < min(events.index(e) for e in completed)
+
+
+@step
+async def ask(name: str) -> Any:
+    return await step_hook(name)
+
+
+@workflow(name="parallel_asks_wf")
+async def parallel_asks_wf() -> list[Any]:
+    return list(await asyncio.gather(ask("legal"), ask("finance"), hook("boss")))
+
+
+@pytest.mark.parametrize("order", [("legal", "finance", "boss"), ("boss", "finance", "legal")])
+async def test_parallel_waits_suspend_together_and_complete_once(
+    rt: Runtime, worker: Worker, order: tuple[str, str, str]
+) -> None:
+    run_id = await rt.start(parallel_asks_wf)
+    await worker.drain()
+    events = await rt.events(run_id)
+    waits = sorted(e.data["wait"] for e in events if e.type.endswith(".suspended"))
+    assert waits == ["ask-0.legal.0", "ask-1.finance.0", "h0.boss"]  # one suspension each
+    for i, name in enumerate(order):
+        await answer(rt, run_id, name, name.upper())
+        await worker.drain()
+        status = (await rt.get_run(run_id)).status
+        assert status is (RunStatus.COMPLETED if i == 2 else RunStatus.SUSPENDED)
+    assert await rt.wait(run_id, timeout=5) == ["LEGAL", "FINANCE", "BOSS"]
+    types = [e.type for e in await rt.events(run_id)]
+    assert types.count("workflow.completed") == 1 and types.count("hook.created") == 3
+
+
+@workflow(name="first_wf")
+async def first_wf() -> list[Any]:
+    which, value = await first(hook("approve"), hook("reject"), sleep("1s"))
+    return [which, value]
+
+
+@pytest.mark.parametrize("winner", ["approve", "reject", "timer"])
+async def test_first_returns_the_wait_that_finished_and_closes_the_others(
+    rt: Runtime, worker: Worker, winner: str
+) -> None:
+    run_id = await rt.start(first_wf)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    hooks = {h.name: h for h in await rt.list_hooks(run_id=run_id)}
+    if winner == "timer":
+        await asyncio.sleep(1.05)
+    else:
+        await rt.resume_hook(hooks[winner].token, f"{winner}!")
+    await worker.drain()
+    expected = {"approve": [0, "approve!"], "reject": [1, "reject!"], "timer": [2, None]}
+    assert await rt.wait(run_id, timeout=5) == expected[winner]
+    after = {h.name: h.status.value for h in await rt.list_hooks(None, run_id=run_id)}
+    for name in ("approve", "reject"):
+        assert after[name] == ("received" if name == winner else "closed")
+    # a late answer to a withdrawn hook is refused, and changes nothing
+    late = "reject" if winner != "reject" else "approve"
+    before = await rt.events(run_id)
+    with pytest.raises(HookClosed):
+        await rt.resume_hook(hooks[late].token, "too late")
+    assert await rt.events(run_id) == before
+    assert (await rt.stats())["hooks_pending"] == 0
+    decided = [e.data for e in before if e.type == "first.decided"]
+    assert len(decided) == 1 and decided[0]["winner"] == expected[winner][0]
+
+
+async def test_when_two_finished_the_first_recorded_wins_on_every_replay(
+    rt: Runtime, worker: Worker
+) -> None:
+    run_id = await rt.start(first_wf)
+    await worker.drain()
+    hooks = {h.name: h for h in await rt.list_hooks(run_id=run_id)}
+    await rt.resume_hook(hooks["reject"].token, "no")  # first
+    await rt.resume_hook(hooks["approve"].token, "yes")  # then, before any worker ran
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [1, "no"]
+
+
+@workflow(name="raced_wf")
+async def raced_wf() -> Any:
+    done, _ = await asyncio.wait(
+        {asyncio.ensure_future(hook("a")), asyncio.ensure_future(hook("b"))},
+        return_when=asyncio.FIRST_COMPLETED,
+    )
+    return [t.exception() is not None for t in done]
+
+
+async def test_a_wait_parley_cannot_replay_is_refused_not_misread(
+    rt: Runtime, worker: Worker
+) -> None:
+    run_id = await rt.start(raced_wf)
+    await worker.drain()
+    info = await rt.get_run(run_id)
+    # never "completed" with internal objects, never stuck: a clear UsageError
+    assert info.status is RunStatus.FAILED and info.error is not None
+    assert info.error["type"] == "UsageError" and "runtime.first" in info.error["message"]
+
+
+@workflow(name="first_misuse_wf")
+async def first_misuse_wf() -> Any:
+    return await first(hook("only"))
+
+
+async def test_first_needs_waits(rt: Runtime, worker: Worker) -> None:
+    run_id = await rt.start(first_misuse_wf)
+    await worker.drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.FAILED and info.error is not None
+    assert "two or more calls" in info.error["message"]
