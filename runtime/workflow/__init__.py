@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .decorators import step, workflow
+from .links import hook_url
 from .primitives import (
     STEP_HOOK_TIMEOUT,
     RunContext,
@@ -23,6 +24,7 @@ __all__ = [
     "delete_step_checkpoint",
     "emit",
     "hook",
+    "hook_url",
     "load_step_checkpoint",
     "save_step_checkpoint",
     "sleep",
