@@ -1,12 +1,11 @@
 """The HTTP JSON API: runs, hooks, sessions, health.
 
 Everything under ``/api`` except ``POST /api/sessions`` (the widget's) requires
-``Authorization: Bearer <PARLEY_API_KEY>``.
+``Authorization: Bearer <API key>`` of a scope that allows it (``server.auth``).
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 import orjson
@@ -16,6 +15,7 @@ from starlette.routing import Route
 
 from runtime import HookStatus, StoreUnavailable, UsageError
 
+from .auth import ApiKey, Permission, authorize
 from .context import ServerContext
 from .errors import ApiError
 
@@ -25,18 +25,19 @@ def ctx_of(request: Request) -> ServerContext:
     return ctx
 
 
-def require_api_key(request: Request) -> ServerContext:
+def require_api_key(request: Request, permission: Permission) -> ServerContext:
+    """401 without a valid key, 403 when its scope does not allow ``permission``; the key
+    is kept as ``request.state.api_key`` (see :func:`api_key_of`)."""
     ctx = ctx_of(request)
-    header = request.headers.get("authorization", "")
-    scheme, _, key = header.partition(" ")
-    challenge = {"WWW-Authenticate": 'Bearer realm="parley"'}
-    if scheme.lower() != "bearer" or not key:
-        raise ApiError(
-            401, "unauthorized", "expected a header 'Authorization: Bearer <API key>'", challenge
-        )
-    if not hmac.compare_digest(key.strip().encode(), ctx.config.api_key.encode()):
-        raise ApiError(401, "unauthorized", "the API key is not valid", challenge)
+    request.state.api_key = authorize(
+        ctx.keys, request.headers.get("authorization", ""), permission
+    )
     return ctx
+
+
+def api_key_of(request: Request) -> ApiKey:
+    key: ApiKey = request.state.api_key
+    return key
 
 
 async def read_json(request: Request, *, limit: int, required: bool = True) -> Any:
@@ -95,7 +96,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def start_run(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.START)
     body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
     unknown = sorted(set(body) - {"workflow", "args", "kwargs", "session"})
     if unknown:
@@ -135,20 +136,20 @@ async def start_run(request: Request) -> Response:
 
 
 async def get_run(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.READ)
     info = await ctx.runtime.get_run(request.path_params["run_id"])
     return _json(info.to_json())
 
 
 async def run_events(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.READ)
     run_id = request.path_params["run_id"]
     events = await ctx.runtime.events(run_id)
     return _json({"run_id": run_id, "events": [e.to_json() for e in events]})
 
 
 async def cancel_run(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.CANCEL)
     body = expect_object(
         await read_json(request, limit=ctx.config.max_body_bytes, required=False), "the body"
     )
@@ -161,7 +162,7 @@ async def cancel_run(request: Request) -> Response:
 
 
 async def list_hooks(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.READ)
     status = request.query_params.get("status", "pending")
     run_id = request.query_params.get("run_id")
     if status not in {s.value for s in HookStatus} | {"all"}:
@@ -177,12 +178,14 @@ async def list_hooks(request: Request) -> Response:
 
 
 async def answer_hook(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.ANSWER)
     body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
     if "payload" not in body:
         raise ApiError(400, "malformed", 'expected a body {"payload": <answer>}, got no payload')
     token = request.path_params["token"]
-    recorded = await ctx.sessions.answer(token, body["payload"])
+    recorded = await ctx.sessions.answer(
+        token, body["payload"], answered_by=api_key_of(request).answered_by
+    )
     return _json({"token": token, "recorded": recorded, "duplicate": not recorded})
 
 
