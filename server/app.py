@@ -20,6 +20,7 @@ from runtime.links import LinkSigner
 
 from .api import ROUTES
 from .auth import KeyRing, make_key
+from .console import CONSOLE_ROUTES
 from .context import ServerConfig, ServerContext
 from .errors import EXCEPTION_HANDLERS
 from .links import LINK_ROUTES
@@ -71,9 +72,12 @@ def create_app(
                 ctx.worker = Worker(runtime)
                 task = asyncio.create_task(ctx.worker.run(), name="parley-worker")
                 log.info("in-process worker %s started", ctx.worker.consumer)
+            ctx.history.start()
             try:
                 yield
             finally:
+                await ctx.watcher.close()
+                await ctx.history.close()
                 await tailer.close()  # before the runtime's connections go
                 if ctx.worker is not None and task is not None:
                     ctx.worker.stop()  # its run() ends its loops even if a cancel is lost
@@ -94,6 +98,7 @@ def create_app(
     routes = [
         *ROUTES,
         *LINK_ROUTES,
+        *CONSOLE_ROUTES,
         WebSocketRoute("/ws/sessions/{session_id}", session_socket),
         Route("/", index, methods=["GET"]),
         Route("/langchain", langchain_demo, methods=["GET"]),

@@ -39,7 +39,9 @@ async function submit(payload) {
   }
 }
 
-holder.replaceChildren(renderForm(hook.schema, hook.prompt, submit));
+const form = renderForm(hook.schema, hook.prompt, submit);
+form.setAttribute("aria-labelledby", "parley-question");
+holder.replaceChildren(form);
 if (hook.expires_at) {
   const note = document.createElement("p");
   note.className = "parley-prompt-note";
