@@ -1,5 +1,6 @@
 // The page of a signed answer link (/a/<link>): the hook's form, rendered from its JSON
 // Schema by the widget's own form code, answered with POST /a/<link>.
+import { t } from "./console/strings.js";
 import { renderForm } from "./schema-form.js";
 
 const hook = JSON.parse(document.getElementById("parley-hook").textContent);
@@ -39,7 +40,7 @@ async function submit(payload) {
   }
 }
 
-const form = renderForm(hook.schema, hook.prompt, submit);
+const form = renderForm(hook.schema, hook.prompt, submit, t, "parley-question");
 form.setAttribute("aria-labelledby", "parley-question");
 holder.replaceChildren(form);
 if (hook.expires_at) {

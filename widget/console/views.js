@@ -2,6 +2,7 @@
 import { renderForm } from "../schema-form.js";
 import { api } from "./api.js";
 import { age, duration, el, json, statusBadge, toast, when } from "./dom.js";
+import { t } from "./strings.js";
 
 const STATUSES = ["pending", "running", "suspended", "completed", "failed", "cancelled"];
 const FINISHED = new Set(["completed", "failed", "cancelled"]);
@@ -34,7 +35,7 @@ export function hookCard(hook, me, { showRun = true } = {}) {
       for (const c of card.querySelectorAll("button, input, select")) c.disabled = false;
     }
   };
-  const form = renderForm(hook.schema, hook.prompt || hook.name, submit);
+  const form = renderForm(hook.schema, hook.prompt || hook.name, submit, t, titleId);
   form.setAttribute("aria-labelledby", titleId);
   card.append(form, error);
   return card;
