@@ -192,8 +192,14 @@ class Runtime:
         """Record the workflow names a worker can execute (see :meth:`start`)."""
         await self.store.announce_workflows(list(names))
 
-    async def resume_hook(self, token: str, payload: Any) -> bool:
+    async def resume_hook(
+        self, token: str, payload: Any, *, answered_by: str | None = None
+    ) -> bool:
         """Deliver ``payload`` as the answer of the hook ``token``.
+
+        ``answered_by`` says who answered (``"link:<key id>"``, ``"session:<id>"``,
+        ``"key:<API key name>"``, or any short text): it is recorded in the
+        ``hook.received`` event, not compared between duplicate answers.
 
         Returns True when the answer was recorded, False when the same answer had already
         been accepted (idempotent). Raises InvalidToken, HookNotFound, RunNotFound,
@@ -211,7 +217,9 @@ class Runtime:
             token=token,
             payload=encoded,
             digest=hashlib.sha1(encoded).hexdigest(),
-            event=encode_fragment("payload", encoded, hook_id=hook_id),
+            event=encode_fragment(
+                "payload", encoded, hook_id=hook_id, **_answered_by(answered_by, **ids)
+            ),
             announcement=encode_fragment(
                 "payload", encoded, type="answered", run_id=run_id, token=token
             ),
@@ -364,6 +372,23 @@ class Runtime:
         """Append a message (agent text, status) to a session's outbox."""
         data = encode_value(message, what="message", limit=self.limits.max_payload_bytes)
         return await self.store.post(check_session_id(session), data)
+
+
+MAX_ANSWERED_BY_CHARS = 200
+
+
+def _answered_by(answered_by: str | None, *, run_id: str, hook_id: str) -> dict[str, str]:
+    """The ``answered_by`` field of a ``hook.received`` event (absent when not given)."""
+    if answered_by is None:
+        return {}
+    if not isinstance(answered_by, str) or not 0 < len(answered_by) <= MAX_ANSWERED_BY_CHARS:
+        raise UsageError(
+            f"answered_by must be a string of 1 to {MAX_ANSWERED_BY_CHARS} characters, "
+            f"got {answered_by!r:.80}",
+            run_id=run_id,
+            hook_id=hook_id,
+        )
+    return {"answered_by": answered_by}
 
 
 def _validate(schema: dict[str, Any], payload: Any, run_id: str, hook_id: str) -> None:

@@ -8,6 +8,7 @@ response can always say *which* run went wrong::
     ├── UsageError                 the API was called the wrong way (outside a step, bad name, ...)
     │   └── WorkflowNotFound       no workflow registered under that name
     ├── InvalidToken               a hook token that is not "<run_id>:<hook_id>"
+    ├── InvalidLink                an answer link: malformed, altered, expired, of a retired key
     ├── InvalidPayload             an answer/result/checkpoint that is not JSON or fails the schema
     │   └── PayloadTooLarge        bigger than the configured limit
     ├── RunNotFound                no run with that id
@@ -38,6 +39,7 @@ __all__ = [
     "HookExpired",
     "HookNotFound",
     "HookTimeout",
+    "InvalidLink",
     "InvalidPayload",
     "InvalidToken",
     "LeaseLost",
@@ -92,6 +94,25 @@ class WorkflowNotFound(UsageError):
 
 class InvalidToken(ParleyError):
     code = "invalid_token"
+
+
+class InvalidLink(ParleyError):
+    """An answer link this server cannot accept; ``reason`` says why: ``malformed``,
+    ``unknown_key`` (signed with a key it does not have), ``bad_signature`` (altered) or
+    ``expired``."""
+
+    code = "invalid_link"
+
+    def __init__(
+        self,
+        message: str,
+        reason: str,
+        *,
+        run_id: str | None = None,
+        hook_id: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id, hook_id=hook_id)
+        self.reason = reason
 
 
 class InvalidPayload(ParleyError):

@@ -49,7 +49,7 @@ class EventType(enum.StrEnum):
     STEP_FAILED = "step.failed"  # step_id, attempt, error, final, timer_id, retry_at
     STEP_SUSPENDED = "step.suspended"  # step_id, wait
     HOOK_CREATED = "hook.created"  # hook_id, name, step_id, expires_at, prompt, schema
-    HOOK_RECEIVED = "hook.received"  # hook_id, payload
+    HOOK_RECEIVED = "hook.received"  # hook_id, payload, answered_by (when given)
     HOOK_EXPIRED = "hook.expired"  # hook_id
     TIMER_SCHEDULED = "timer.scheduled"  # timer_id, due
     TIMER_FIRED = "timer.fired"  # timer_id

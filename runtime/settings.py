@@ -11,7 +11,11 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_LOG_FORMAT`` | text | ``text`` or ``json`` (JSON lines) |
 | ``PARLEY_METRICS_PORT`` | 0 | a worker's Prometheus port (0: off) |
 | ``PARLEY_VERSION`` | (none) | a worker's deployment version (``parley worker --version``) |
-| ``PARLEY_API_KEY`` | (none) | the key the server's HTTP API requires |
+| ``PARLEY_API_KEY`` | (none) | an ``admin`` API key of the server, named ``default`` |
+| ``PARLEY_API_KEYS`` | (none) | more keys: ``name:scope:secret,...`` (admin/operator/reader) |
+| ``PARLEY_API_KEYS_FILE`` | (none) | API keys in JSON: ``[{"name", "scope", "secret"}]`` |
+| ``PARLEY_LINK_KEYS`` | (none) | answer-link secrets ``kid=secret,...``: first signs, all verify |
+| ``PARLEY_PUBLIC_URL`` | (none) | the server's address for people, in ``hook_url`` links |
 | ``PARLEY_CHAT_WORKFLOW`` | (none) | the workflow a visitor's chat message starts |
 | ``PARLEY_CHAT_WORKFLOWS`` | (none) | more chat workflows pages may pick (comma-separated) |
 | ``PARLEY_CRASH_AT`` | (none) | fault injection for tests (``runtime._faults``) |
@@ -69,6 +73,10 @@ class Settings:
     api_key: str = ""
     chat_workflow: str | None = None
     chat_workflows: tuple[str, ...] = ()
+    api_keys: str = ""  # PARLEY_API_KEYS, parsed by the server (server.auth)
+    api_keys_file: str | None = None
+    link_keys: tuple[tuple[str, str], ...] = ()  # (key id, secret), the signing one first
+    public_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -84,7 +92,24 @@ class Settings:
             api_key=env.get("PARLEY_API_KEY", ""),
             chat_workflow=env.get("PARLEY_CHAT_WORKFLOW") or None,
             chat_workflows=tuple(n.strip() for n in offered.split(",") if n.strip()),
+            api_keys=env.get("PARLEY_API_KEYS", ""),
+            api_keys_file=env.get("PARLEY_API_KEYS_FILE") or None,
+            link_keys=_pairs(env, "PARLEY_LINK_KEYS"),
+            public_url=(env.get("PARLEY_PUBLIC_URL") or "").rstrip("/") or None,
         )
+
+
+def _pairs(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
+    """``a=x,b=y`` as ((a, x), (b, y)), in order."""
+    pairs = []
+    for n, item in enumerate(env.get(name, "").split(","), 1):
+        if not item.strip():
+            continue
+        key, sep, value = item.strip().partition("=")
+        if not sep or not key or not value:  # the item is not shown: it holds a secret
+            raise ValueError(f"{name}: item {n} must be 'id=secret' (items comma-separated)")
+        pairs.append((key, value))
+    return tuple(pairs)
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

@@ -1,12 +1,11 @@
 """The HTTP JSON API: runs, hooks, sessions, health.
 
 Everything under ``/api`` except ``POST /api/sessions`` (the widget's) requires
-``Authorization: Bearer <PARLEY_API_KEY>``.
+``Authorization: Bearer <API key>`` of a scope that allows it (``server.auth``).
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 import orjson
@@ -14,8 +13,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from runtime import HookStatus, RunStatus, StoreUnavailable, UsageError
+from runtime import HookStatus, StoreUnavailable, UsageError
 
+from .auth import ApiKey, Permission, authorize
 from .context import ServerContext
 from .errors import ApiError
 
@@ -25,18 +25,19 @@ def ctx_of(request: Request) -> ServerContext:
     return ctx
 
 
-def require_api_key(request: Request) -> ServerContext:
+def require_api_key(request: Request, permission: Permission) -> ServerContext:
+    """401 without a valid key, 403 when its scope does not allow ``permission``; the key
+    is kept as ``request.state.api_key`` (see :func:`api_key_of`)."""
     ctx = ctx_of(request)
-    header = request.headers.get("authorization", "")
-    scheme, _, key = header.partition(" ")
-    challenge = {"WWW-Authenticate": 'Bearer realm="parley"'}
-    if scheme.lower() != "bearer" or not key:
-        raise ApiError(
-            401, "unauthorized", "expected a header 'Authorization: Bearer <API key>'", challenge
-        )
-    if not hmac.compare_digest(key.strip().encode(), ctx.config.api_key.encode()):
-        raise ApiError(401, "unauthorized", "the API key is not valid", challenge)
+    request.state.api_key = authorize(
+        ctx.keys, request.headers.get("authorization", ""), permission
+    )
     return ctx
+
+
+def api_key_of(request: Request) -> ApiKey:
+    key: ApiKey = request.state.api_key
+    return key
 
 
 async def read_json(request: Request, *, limit: int, required: bool = True) -> Any:
@@ -95,7 +96,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def start_run(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.START)
     body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
     unknown = sorted(set(body) - {"workflow", "args", "kwargs", "session", "run_id"})
     if unknown:
@@ -145,47 +146,28 @@ async def start_run(request: Request) -> Response:
     return _json({"run_id": run_id, "status": "pending", "session": session}, 201)
 
 
-async def list_runs(request: Request) -> Response:
-    ctx = require_api_key(request)
-    status = request.query_params.get("status")
-    if status is not None and status not in {s.value for s in RunStatus}:
-        raise ApiError(
-            400,
-            "malformed",
-            f"expected status to be one of {', '.join(s.value for s in RunStatus)}, "
-            f"got {status!r:.40}",
-        )
-    raw_limit = request.query_params.get("limit", "100")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 1000:
-        raise ApiError(400, "malformed", f"expected limit from 1 to 1000, got {raw_limit!r:.20}")
-    runs = await ctx.runtime.list_runs(
-        status, limit=int(raw_limit), version=request.query_params.get("version")
-    )
-    return _json({"runs": [r.to_json() for r in runs]})
-
-
 async def retry_run(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.RETRY)
     run_id = request.path_params["run_id"]
     await ctx.runtime.retry(run_id)
     return _json({"run_id": run_id, "status": "pending"})
 
 
 async def get_run(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.READ)
     info = await ctx.runtime.get_run(request.path_params["run_id"])
     return _json(info.to_json())
 
 
 async def run_events(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.READ)
     run_id = request.path_params["run_id"]
     events = await ctx.runtime.events(run_id)
     return _json({"run_id": run_id, "events": [e.to_json() for e in events]})
 
 
 async def cancel_run(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.CANCEL)
     body = expect_object(
         await read_json(request, limit=ctx.config.max_body_bytes, required=False), "the body"
     )
@@ -198,7 +180,7 @@ async def cancel_run(request: Request) -> Response:
 
 
 async def list_hooks(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.READ)
     status = request.query_params.get("status", "pending")
     run_id = request.query_params.get("run_id")
     if status not in {s.value for s in HookStatus} | {"all"}:
@@ -214,12 +196,14 @@ async def list_hooks(request: Request) -> Response:
 
 
 async def answer_hook(request: Request) -> Response:
-    ctx = require_api_key(request)
+    ctx = require_api_key(request, Permission.ANSWER)
     body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
     if "payload" not in body:
         raise ApiError(400, "malformed", 'expected a body {"payload": <answer>}, got no payload')
     token = request.path_params["token"]
-    recorded = await ctx.sessions.answer(token, body["payload"])
+    recorded = await ctx.sessions.answer(
+        token, body["payload"], answered_by=api_key_of(request).answered_by
+    )
     return _json({"token": token, "recorded": recorded, "duplicate": not recorded})
 
 
@@ -232,7 +216,6 @@ async def create_session(request: Request) -> Response:
 ROUTES = [
     Route("/healthz", healthz, methods=["GET"]),
     Route("/api/runs", start_run, methods=["POST"]),
-    Route("/api/runs", list_runs, methods=["GET"]),
     Route("/api/runs/{run_id}", get_run, methods=["GET"]),
     Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),

@@ -16,10 +16,14 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from runtime import Runtime, Worker
+from runtime.links import LinkSigner
 
 from .api import ROUTES
+from .auth import KeyRing, make_key
+from .console import CONSOLE_ROUTES
 from .context import ServerConfig, ServerContext
 from .errors import EXCEPTION_HANDLERS
+from .links import LINK_ROUTES
 from .sessions import Sessions
 from .tailer import OutboxTailer
 from .ws import session_socket
@@ -41,16 +45,24 @@ def create_app(
     demo: one process). ``config`` overrides the limits; ``api_key`` and
     ``chat_workflow`` win over the ones it holds.
     """
-    if not api_key:
-        raise ValueError("create_app needs a non-empty API key")
     base = config or ServerConfig(api_key=api_key)
     cfg = dataclasses.replace(
         base,
         api_key=api_key,
         chat_workflow=chat_workflow if chat_workflow is not None else base.chat_workflow,
     )
+    keys = KeyRing(
+        [
+            *([make_key("default", "admin", api_key, where="api_key")] if api_key else []),
+            *cfg.api_keys,
+        ]
+    )
+    if not keys:
+        raise ValueError("create_app needs an API key: api_key or config.api_keys")
     tailer = OutboxTailer(runtime, block_ms=cfg.ws_block_ms, queue_size=cfg.ws_queue_size)
-    ctx = ServerContext(runtime, cfg, Sessions(runtime), tailer)
+    ctx = ServerContext(runtime, cfg, Sessions(runtime), tailer, keys=keys)
+    if cfg.link_keys:
+        ctx.links = LinkSigner(cfg.link_keys)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -60,9 +72,12 @@ def create_app(
                 ctx.worker = Worker(runtime)
                 task = asyncio.create_task(ctx.worker.run(), name="parley-worker")
                 log.info("in-process worker %s started", ctx.worker.consumer)
+            ctx.history.start()
             try:
                 yield
             finally:
+                await ctx.watcher.close()
+                await ctx.history.close()
                 await tailer.close()  # before the runtime's connections go
                 if ctx.worker is not None and task is not None:
                     ctx.worker.stop()  # its run() ends its loops even if a cancel is lost
@@ -82,6 +97,8 @@ def create_app(
 
     routes = [
         *ROUTES,
+        *LINK_ROUTES,
+        *CONSOLE_ROUTES,
         WebSocketRoute("/ws/sessions/{session_id}", session_socket),
         Route("/", index, methods=["GET"]),
         Route("/langchain", langchain_demo, methods=["GET"]),

@@ -23,6 +23,7 @@ from runtime import Runtime
 from runtime.settings import Settings
 
 from .app import create_app
+from .auth import KeyConfigError, keys_from_settings
 from .context import ServerConfig
 
 WS_MAX_SIZE = 1024 * 1024  # protocol limit; the gateway answers frames > 64 KiB itself
@@ -70,11 +71,16 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         importlib.import_module(module)
     settings = Settings.from_env()
     api_key = settings.api_key
-    if not api_key:
+    try:
+        more_keys = [k for k in keys_from_settings(settings) if k.name != "default"]
+    except KeyConfigError as exc:
+        print(f"parley {serving.name}: {exc}", file=sys.stderr)
+        return 2
+    if not api_key and not more_keys:
         if not serving.run_worker:
             print(
                 f"parley {serving.name}: set PARLEY_API_KEY (the key the HTTP API requires as "
-                "'Authorization: Bearer <key>')",
+                "'Authorization: Bearer <key>'), or PARLEY_API_KEYS / PARLEY_API_KEYS_FILE",
                 file=sys.stderr,
             )
             return 2
@@ -89,6 +95,9 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         api_key=api_key,
         chat_workflow=serving.chat_workflow,
         chat_workflows=frozenset(serving.chat_workflows),
+        api_keys=tuple(more_keys),
+        link_keys=settings.link_keys,
+        public_url=settings.public_url,
     )
     app = create_app(runtime, api_key, run_worker=serving.run_worker, config=config)
     print(f"parley {serving.name} on http://{args.host}:{args.port} (store {url})", flush=True)

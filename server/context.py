@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime import Runtime, Worker
+from runtime.links import LinkSigner
 from runtime.metrics import Metrics
 
+from .auth import ApiKey, KeyRing
 from .sessions import Sessions
 from .tailer import OutboxTailer
+from .watch import HookWatcher, StatsHistory
 
 # The widget's files: next to this package in a source checkout.
 WIDGET_DIR = Path(__file__).resolve().parent.parent / "widget"
@@ -30,6 +33,13 @@ class ServerConfig:
     ws_block_ms: int = 2_000  # one blocking read of the outbox tailer (<= MAX_BLOCK_SECONDS)
     ws_queue_size: int = 1_000  # messages a socket may fall behind before it is closed
     widget_dir: Path = WIDGET_DIR
+    # More API keys, besides ``api_key`` (an admin key named "default" when non-empty).
+    api_keys: tuple[ApiKey, ...] = ()
+    # (key id, secret) of answer links, the signing one first; none: no answer links.
+    link_keys: tuple[tuple[str, str], ...] = ()
+    public_url: str | None = None  # the address in minted links (default: the request's)
+    live_interval: float = 0.25  # the console's pending hooks are read this often (if open)
+    stats_every: float = 30.0  # the console's chart samples the store's counters this often
 
 
 @dataclass(slots=True)
@@ -40,3 +50,11 @@ class ServerContext:
     tailer: OutboxTailer
     worker: Worker | None = None
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
+    keys: KeyRing = dataclasses.field(default_factory=lambda: KeyRing(()))
+    links: LinkSigner | None = None
+    watcher: HookWatcher = dataclasses.field(init=False)
+    history: StatsHistory = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.watcher = HookWatcher(self.runtime, interval=self.config.live_interval)
+        self.history = StatsHistory(self.runtime, every=self.config.stats_every)

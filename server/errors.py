@@ -19,6 +19,7 @@ from runtime import (
     HookAlreadyAnswered,
     HookExpired,
     HookNotFound,
+    InvalidLink,
     InvalidPayload,
     InvalidToken,
     NondeterminismError,
@@ -43,6 +44,7 @@ class ForbiddenHook(ParleyError):
 STATUS_BY_ERROR: dict[type[ParleyError], int] = {
     UsageError: 400,
     InvalidToken: 400,
+    InvalidLink: 403,
     ForbiddenHook: 403,
     WorkflowNotFound: 404,
     RunNotFound: 404,

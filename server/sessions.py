@@ -88,11 +88,19 @@ class Sessions:
         finally:
             await store.unlock_session(session)
 
-    async def answer(self, token: Any, payload: Any, *, session: str | None = None) -> bool:
+    async def answer(
+        self,
+        token: Any,
+        payload: Any,
+        *,
+        session: str | None = None,
+        answered_by: str | None = None,
+    ) -> bool:
         """Deliver an answer through ``resume_hook`` (THE resume path). With ``session``,
         the hook must belong to a run of that session. The engine announces a recorded
         answer to the run's session (``{"type": "answered", ...}``) atomically with it, so
-        every open page shows it."""
+        every open page shows it. ``answered_by`` (default: ``session:<id>`` with a
+        session) is recorded in the ``hook.received`` event."""
         run_id, _hook_id = parse_token(token)  # a malformed token is 400, not 404
         info = await self.rt.get_run(run_id)
         if session is not None and info.session != session:
@@ -101,4 +109,6 @@ class Sessions:
                 "session's prompts",
                 run_id=run_id,
             )
-        return await self.rt.resume_hook(token, payload)
+        if answered_by is None and session is not None:
+            answered_by = f"session:{session}"
+        return await self.rt.resume_hook(token, payload, answered_by=answered_by)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .decorators import step, workflow
 from .determinism import now, patched, random, uuid4
+from .links import hook_url
 from .primitives import (
     STEP_HOOK_TIMEOUT,
     RunContext,
@@ -27,6 +28,7 @@ __all__ = [
     "emit",
     "first",
     "hook",
+    "hook_url",
     "load_step_checkpoint",
     "now",
     "patched",

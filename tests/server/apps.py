@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime import STEP_HOOK_TIMEOUT, step, step_hook, workflow
+from runtime import STEP_HOOK_TIMEOUT, hook_url, step, step_hook, workflow
 
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -34,3 +34,27 @@ async def approve_step(timeout: float | None) -> Any:
 @workflow(name="srv_approval")
 async def srv_approval(timeout: float | None = None) -> Any:
     return await approve_step(timeout)
+
+
+# The links hook_url made in on_created, by token (the worker runs in the test's process).
+LINKS: dict[str, str] = {}
+
+
+def _send_link(token: str) -> None:
+    LINKS[token] = hook_url(token, who="alice@example.org")
+
+
+@step(name="approve_by_link")
+async def approve_by_link_step(timeout: float | None) -> Any:
+    return await step_hook(
+        "approval",
+        timeout=timeout,
+        schema=APPROVAL_SCHEMA,
+        on_created=_send_link,
+        prompt="Approve the refund?",
+    )
+
+
+@workflow(name="srv_link_approval")
+async def srv_link_approval(timeout: float | None = None) -> Any:
+    return await approve_by_link_step(timeout)

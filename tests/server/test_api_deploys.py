@@ -55,7 +55,7 @@ def test_a_blocked_run_is_listed_counted_and_retried(client: TestClient) -> None
 
 
 def test_listing_runs_checks_its_filters(client: TestClient) -> None:
-    assert client.get("/api/runs", headers=AUTH).json() == {"runs": []}
+    assert client.get("/api/runs", headers=AUTH).json()["runs"] == []
     bad = client.get("/api/runs?status=sleeping", headers=AUTH)
     assert bad.status_code == 400 and "sleeping" in bad.json()["message"]
     assert client.get("/api/runs?limit=0", headers=AUTH).status_code == 400

@@ -1,0 +1,262 @@
+"""Signed answer links (``runtime.links``): ``/a/<link>`` answers one hook, no API key.
+
+``GET /a/<link>`` shows a small page with the hook's prompt and a form rendered from its
+JSON Schema by the widget's form code (``widget/answer-page.js``); it changes nothing (mail
+scanners fetch links). ``POST /a/<link>`` ``{"payload": ...}`` answers through the same
+``Runtime.resume_hook`` as every other path, recorded as ``answered_by="link:<key id>"``
+(``:<who>`` when the link names its recipient). A link is single use — a second answer is
+"already answered" even when identical — and stops working when its hook expires or its
+run is cancelled. An altered link, one of a retired key, or an expired one gets a clear
+page (or JSON error) and changes nothing.
+
+``POST /api/hooks/<token>/link`` (an ``operator`` key) mints a link for a pending hook.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from runtime import (
+    HookInfo,
+    HookStatus,
+    InvalidLink,
+    ParleyError,
+    RunNotFound,
+)
+from runtime.ids import parse_token
+from runtime.links import Link, LinkSigner
+
+from .api import _json, ctx_of, expect_object, read_json, require_api_key
+from .auth import Permission
+from .context import ServerContext
+from .errors import ApiError, parley_error_body, status_of
+
+# Links are secrets in a URL: never sent on as a referrer, never cached, never framed.
+PAGE_HEADERS = {
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+}
+
+# What a person sees for each reason a link cannot be used (status, title, text).
+REFUSALS: dict[str, tuple[int, str, str]] = {
+    "not_configured": (404, "Answer links are off", "This server does not sign answer links."),
+    "malformed": (
+        400,
+        "This link is not valid",
+        "The link is incomplete or damaged: copy the whole link from the message you got.",
+    ),
+    "bad_signature": (
+        403,
+        "This link is not valid",
+        "The link was altered, so it cannot be used. Nothing was changed.",
+    ),
+    "unknown_key": (
+        403,
+        "This link is no longer valid",
+        "The link was signed with a key this server has retired. Ask for a new link.",
+    ),
+    "expired": (410, "This question expired", "The time to answer it has passed."),
+    "received": (409, "Already answered", "This question was already answered."),
+    "cancelled": (410, "This question was withdrawn", "Its conversation was cancelled."),
+    "finished": (410, "This conversation has ended", "The question no longer takes answers."),
+    "not_found": (404, "Question not found", "The question no longer exists."),
+}
+
+
+def _signer(ctx: ServerContext) -> LinkSigner:
+    if ctx.links is None:
+        raise InvalidLink(
+            "this server has no answer-link keys (PARLEY_LINK_KEYS)", "not_configured"
+        )
+    return ctx.links
+
+
+async def _hook(ctx: ServerContext, token: str) -> HookInfo | None:
+    run_id, _ = parse_token(token)
+    for hook in await ctx.runtime.list_hooks(None, run_id=run_id):
+        if hook.token == token:
+            return hook
+    return None
+
+
+def _page(title: str, body: str, status: int, *, script: bool = False) -> HTMLResponse:
+    scripts = '<script type="module" src="/widget/answer-page.js"></script>' if script else ""
+    return HTMLResponse(
+        f"""<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>{html.escape(title)} — Parley</title>
+  <link rel="stylesheet" href="/widget/parley-widget.css">
+  <link rel="stylesheet" href="/widget/answer-page.css">
+</head>
+<body>
+  <main class="parley-widget parley-answer-page">
+    <header class="parley-header"><h1 class="parley-title">{html.escape(title)}</h1></header>
+    <div class="parley-log">{body}</div>
+  </main>
+  {scripts}
+</body>
+</html>
+""",
+        status,
+        headers=PAGE_HEADERS,
+    )
+
+
+def refusal_page(reason: str, detail: str | None = None) -> HTMLResponse:
+    status, title, text = REFUSALS.get(reason, REFUSALS["malformed"])
+    body = f'<p class="parley-msg parley-system" role="alert">{html.escape(text)}</p>'
+    if detail:
+        body += f'<p class="parley-prompt-note">{html.escape(detail)}</p>'
+    return _page(title, body, status)
+
+
+def _state_reason(hook: HookInfo | None) -> str | None:
+    """Why a hook no longer takes answers, or None while it is pending."""
+    if hook is None:
+        return "not_found"
+    if hook.status is HookStatus.PENDING:
+        return None
+    return {
+        HookStatus.RECEIVED: "received",
+        HookStatus.EXPIRED: "expired",
+        HookStatus.CANCELLED: "cancelled",
+    }[hook.status]
+
+
+async def link_page(request: Request) -> Response:
+    """The hook's prompt and answer form; changes nothing."""
+    ctx = ctx_of(request)
+    try:
+        link = _signer(ctx).verify(request.path_params["link"])
+        hook = await _hook(ctx, link.token)
+    except InvalidLink as exc:
+        return refusal_page(exc.reason)
+    except RunNotFound:
+        return refusal_page("not_found")
+    reason = _state_reason(hook)
+    if reason is not None or hook is None:
+        return refusal_page(reason or "not_found")
+    prompt = hook.prompt or hook.name
+    data = {
+        "prompt": prompt,
+        "schema": hook.schema,
+        "expires_at": hook.expires_at,
+    }
+    # JSON in a non-executed script element: "<" escaped so it cannot close the element.
+    embedded = orjson.dumps(data).decode().replace("<", "\\u003c")
+    body = (
+        f'<script type="application/json" id="parley-hook">{embedded}</script>'
+        '<section class="parley-prompt" aria-labelledby="parley-question">'
+        f'<p class="parley-question" id="parley-question">{html.escape(prompt)}</p>'
+        '<div id="parley-form"><p class="parley-prompt-note">Loading the form…</p></div>'
+        "</section>"
+        '<p class="parley-error" id="parley-error" role="alert"></p>'
+        '<p class="parley-msg parley-system" id="parley-result" role="status"></p>'
+    )
+    return _page("A question for you", body, 200, script=True)
+
+
+# Errors of resume_hook that mean the hook no longer takes answers, as refusal reasons.
+REASON_BY_CODE = {
+    "hook_already_answered": "received",
+    "hook_expired": "expired",
+    "hook_cancelled": "cancelled",
+    "run_finished": "finished",
+    "hook_not_found": "not_found",
+    "run_not_found": "not_found",
+}
+
+
+def _refusal_json(reason: str, message: str, **ids: Any) -> Response:
+    status = REFUSALS.get(reason, REFUSALS["malformed"])[0]
+    code = {v: k for k, v in REASON_BY_CODE.items()}.get(reason, "invalid_link")
+    return _json({"error": code, "reason": reason, "message": message, **ids}, status)
+
+
+async def link_answer(request: Request) -> Response:
+    """Answer the link's hook: ``{"payload": ...}``."""
+    ctx = ctx_of(request)
+    try:
+        link: Link = _signer(ctx).verify(request.path_params["link"])
+    except InvalidLink as exc:
+        return _refusal_json(exc.reason, exc.message)
+    body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
+    if "payload" not in body:
+        raise ApiError(400, "malformed", 'expected a body {"payload": <answer>}, got no payload')
+    run_id, hook_id = parse_token(link.token)
+    ids = {"run_id": run_id, "hook_id": hook_id}
+    try:
+        recorded = await ctx.runtime.resume_hook(
+            link.token, body["payload"], answered_by=link.answered_by
+        )
+    except ParleyError as exc:
+        reason = REASON_BY_CODE.get(exc.code)
+        if reason is None:  # the answer itself is wrong (schema, size): the person may retry
+            return _json({**parley_error_body(exc), "reason": exc.code}, status_of(exc))
+        return _refusal_json(reason, REFUSALS[reason][2], **ids)
+    if not recorded:  # the same answer again: a link is single use
+        return _refusal_json("received", REFUSALS["received"][2], **ids)
+    return _json({"recorded": True, "answered_by": link.answered_by, **ids})
+
+
+async def mint_link(request: Request) -> Response:
+    """``POST /api/hooks/<token>/link`` ``{"who": optional recipient}``: a link for a
+    pending hook, expiring with it."""
+    ctx = require_api_key(request, Permission.ANSWER)
+    body = expect_object(
+        await read_json(request, limit=ctx.config.max_body_bytes, required=False), "the body"
+    )
+    who = body.get("who")
+    if who is not None and not isinstance(who, str):
+        raise ApiError(400, "malformed", "expected 'who' to be a string")
+    token = request.path_params["token"]
+    run_id, hook_id = parse_token(token)
+    if ctx.links is None:
+        raise ApiError(
+            404, "links_not_configured", "this server has no answer-link keys (PARLEY_LINK_KEYS)"
+        )
+    signer = ctx.links
+    hook = await _hook(ctx, token)
+    reason = _state_reason(hook)
+    if reason is not None or hook is None:
+        raise ApiError(
+            410 if reason != "not_found" else 404,
+            "hook_not_pending",
+            f"expected a pending hook, got one that is {reason}",
+        )
+    expires = None if hook.expires_at is None else int(hook.expires_at * 1000)
+    link = signer.sign(token, expires_at_ms=expires, who=who)
+    base = ctx.config.public_url or str(request.base_url).rstrip("/")
+    return _json(
+        {
+            "token": token,
+            "link": link,
+            "url": f"{base}/a/{link}",
+            "key_id": signer.signing_key_id,
+            "expires_at": hook.expires_at,
+            "run_id": run_id,
+            "hook_id": hook_id,
+        },
+        201,
+    )
+
+
+LINK_ROUTES = [
+    Route("/a/{link}", link_page, methods=["GET"]),
+    Route("/a/{link}", link_answer, methods=["POST"]),
+    Route("/api/hooks/{token}/link", mint_link, methods=["POST"]),
+]

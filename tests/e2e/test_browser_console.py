@@ -1,0 +1,204 @@
+"""The operator's console and the answer-link page in headless Chromium against a real
+server and worker processes on real Redis (issue 16's acceptance: filter runs, open a run,
+its timeline, answer from the inbox, cancel, a new hook appears live within a second,
+axe-core finds no serious or critical violation; a signed link answers once)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import Page, expect
+
+from tests.processes import wait_until
+
+from .conftest import screenshot
+from .stack import API_KEY, Stack
+
+OPERATOR = "operator-secret-0123456789"
+READER = "reader-secret-0123456789"
+LINK_KEY = "k1=link-secret-0123456789abcdef"
+QUESTION = "Which product are you using?"
+
+
+@pytest.fixture
+def console_stack(make_stack: Callable[..., Stack]) -> Stack:
+    return make_stack(
+        PARLEY_API_KEYS=f"ops:operator:{OPERATOR},auditor:reader:{READER}",
+        PARLEY_LINK_KEYS=LINK_KEY,
+    )
+
+
+def start_agent(stack: Stack, text: str = "my worker crashed") -> tuple[str, str]:
+    """A support-agent run without a chat session, waiting on its question."""
+    r = stack.http.post("/api/runs", json={"workflow": "support_agent", "args": [text]})
+    assert r.status_code == 201, r.text
+    run_id: str = r.json()["run_id"]
+    found: dict[str, Any] = {}
+
+    def pending() -> bool:
+        run = stack.http.get(f"/api/runs/{run_id}").json()
+        if run["status"] == "suspended" and run["pending_hooks"]:
+            found.update(run["pending_hooks"][0])
+            return True
+        return False
+
+    wait_until(pending, 20, f"the question of {run_id}")
+    return run_id, found["token"]
+
+
+def sign_in(page: Page, stack: Stack, key: str = API_KEY) -> None:
+    page.goto(stack.url + "/console")
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Runs", exact=True)).to_be_visible()
+
+
+def assert_accessible(page: Page, where: str) -> None:
+    results = Axe().run(page)
+    bad = [
+        (v["id"], v["impact"], v["help"], [n["target"] for n in v["nodes"]][:3])
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert not bad, f"{where}: {bad}"
+
+
+def test_console_runs_timeline_cancel_inbox_live(page: Page, console_stack: Stack) -> None:
+    stack = console_stack
+    answered_run, _ = start_agent(stack)
+    cancelled_run, _ = start_agent(stack)
+    sign_in(page, stack)
+    assert_accessible(page, "runs")
+    screenshot(page, "console-1-runs")
+
+    # Filter by status: both are suspended.
+    page.get_by_label("Status").select_option("suspended")
+    page.get_by_role("button", name="Filter").click()
+    rows = page.locator("tbody tr")
+    expect(rows).to_have_count(2)
+    expect(page.get_by_text("1\u20132 of 2 runs")).to_be_visible()
+
+    # Open a run: its timeline and its pending hook; cancel it.
+    page.get_by_role("link", name=cancelled_run).click()
+    expect(page.get_by_role("heading", name=f"Run {cancelled_run}")).to_be_visible()
+    timeline = page.get_by_role("list", name="Timeline of events")
+    expect(timeline.locator("li[data-type='workflow.started']")).to_have_count(1)
+    expect(timeline.locator("li[data-type='hook.created']")).to_contain_text(QUESTION)
+    expect(timeline.locator("li[data-type='step.suspended']")).to_have_count(1)
+    expect(page.get_by_role("heading", name="Pending hooks (1)")).to_be_visible()
+    assert_accessible(page, "run page")
+    screenshot(page, "console-2-run")
+    page.get_by_role("button", name="Cancel run").click()
+    page.get_by_role("button", name="Confirm: cancel this run").click()
+    expect(page.locator(".pc-facts .pc-status")).to_have_text("cancelled")
+    expect(timeline.locator("li[data-type='workflow.cancelled']")).to_contain_text(
+        "cancelled by default in the console"
+    )
+    assert stack.http.get(f"/api/runs/{cancelled_run}").json()["status"] == "cancelled"
+
+    # Filter by status again: only the cancelled one.
+    page.goto(stack.url + "/console#/runs?status=cancelled")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(cancelled_run)
+
+    # The approvals inbox: answer in place.
+    page.get_by_role("link", name="Approvals inbox").click()
+    card = page.get_by_role("article", name=QUESTION)
+    expect(card).to_have_count(1)
+    expect(card).to_contain_text(answered_run)
+    expect(card).to_contain_text("waiting")
+    assert_accessible(page, "inbox")
+    screenshot(page, "console-3-inbox")
+    card.get_by_role("button", name="Parley Cloud").click()
+    expect(page.get_by_text("Nothing is waiting for an answer.")).to_be_visible()
+    wait_until(
+        lambda: stack.http.get(f"/api/runs/{answered_run}").json()["status"] == "completed",
+        20,
+        "the answered run to complete",
+    )
+
+    # A hook created while the inbox is open appears without a reload, within a second.
+    r = stack.http.post("/api/runs", json={"workflow": "support_agent", "args": ["it is slow"]})
+    new_run = r.json()["run_id"]
+    wait_until(lambda: bool(stack.pending_hooks()), 20, "the new hook")
+    created = time.monotonic()
+    expect(page.get_by_role("article", name=QUESTION)).to_contain_text(new_run, timeout=1000)
+    print(f"\nnew hook shown in the inbox {1000 * (time.monotonic() - created):.0f} ms after it")
+    expect(page.locator("#pc-inbox-count")).to_have_text("1")
+
+    # answered_by in the answered run's timeline.
+    page.goto(f"{stack.url}/console#/runs/{answered_run}")
+    received = page.locator("li[data-type='hook.received']")
+    expect(received).to_contain_text('"Parley Cloud"')
+    expect(received).to_contain_text("answered by key:default")
+    expect(page.locator("li[data-type='step.completed']").first).to_contain_text(" in ")
+
+    page.get_by_role("link", name="Metrics").click()
+    expect(page.locator("[data-metric='Runs started']")).to_have_text("3")
+    expect(page.get_by_role("img", name="Last hour", exact=False)).to_be_visible()
+    assert_accessible(page, "metrics")
+    screenshot(page, "console-4-metrics")
+
+
+def test_reader_sees_but_cannot_answer_or_cancel(page: Page, console_stack: Stack) -> None:
+    run_id, token = start_agent(console_stack)
+    sign_in(page, console_stack, READER)
+    expect(page.get_by_text("Signed in as auditor (reader)")).to_be_visible()
+    page.goto(f"{console_stack.url}/console#/runs/{run_id}")
+    expect(page.get_by_role("heading", name="Pending hooks (1)")).to_be_visible()
+    expect(page.get_by_text("Your key cannot answer (reader scope).")).to_be_visible()
+    expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
+    expect(page.get_by_role("button", name="Parley Cloud")).to_have_count(0)
+    # And the server agrees, whatever the page shows.
+    headers = {"Authorization": f"Bearer {READER}"}
+    r = httpx.post(f"{console_stack.url}/api/hooks/{token}", json={"payload": "x"}, headers=headers)
+    assert r.status_code == 403
+    assert_accessible(page, "run page (reader)")
+
+
+def test_answer_link_page_in_the_browser(page: Page, console_stack: Stack) -> None:
+    stack = console_stack
+    run_id, token = start_agent(stack)
+    minted = stack.http.post(f"/api/hooks/{token}/link", json={"who": "bob"}).json()
+    page.goto(minted["url"])
+    expect(page.get_by_role("heading", name="A question for you")).to_be_visible()
+    choices = page.get_by_role("group", name=QUESTION)
+    expect(choices.get_by_role("button")).to_have_text(
+        ["Parley Cloud", "Parley Self-hosted", "Something else"]
+    )
+    assert_accessible(page, "answer page")
+    screenshot(page, "link-1-question")
+    choices.get_by_role("button", name="Parley Self-hosted").click()
+    expect(page.get_by_text("Thank you — your answer was recorded.")).to_be_visible()
+    wait_until(
+        lambda: stack.http.get(f"/api/runs/{run_id}").json()["status"] == "completed",
+        20,
+        "the run to complete",
+    )
+    received = [
+        e["data"]
+        for e in stack.http.get(f"/api/runs/{run_id}/events").json()["events"]
+        if e["type"] == "hook.received"
+    ]
+    assert received == [
+        {
+            "hook_id": token.split(":", 1)[1],
+            "payload": "Parley Self-hosted",
+            "answered_by": "link:k1:bob",
+        }
+    ]
+    # The same link again: already answered.
+    page.goto(minted["url"])
+    expect(page.get_by_role("heading", name="Already answered")).to_be_visible()
+    screenshot(page, "link-2-already-answered")
+    # An altered link: a clear page.
+    v, kid, payload, sig = minted["link"].split(".")
+    page.goto(f"{stack.url}/a/{v}.{kid}.{payload}.{sig[::-1]}")
+    expect(page.get_by_role("heading", name="This link is not valid")).to_be_visible()
+    expect(page.get_by_text("Nothing was changed.")).to_be_visible()
+    assert_accessible(page, "refusal page")

@@ -1,0 +1,51 @@
+// The page of a signed answer link (/a/<link>): the hook's form, rendered from its JSON
+// Schema by the widget's own form code, answered with POST /a/<link>.
+import { t } from "./console/strings.js";
+import { renderForm } from "./schema-form.js";
+
+const hook = JSON.parse(document.getElementById("parley-hook").textContent);
+const holder = document.getElementById("parley-form");
+const error = document.getElementById("parley-error");
+const result = document.getElementById("parley-result");
+
+function lock(form) {
+  for (const control of form.querySelectorAll("button, input, select, textarea")) control.disabled = true;
+}
+
+async function submit(payload) {
+  error.textContent = "";
+  lock(holder);
+  let reply;
+  try {
+    const response = await fetch(location.pathname, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ payload }),
+      credentials: "omit",
+      referrerPolicy: "no-referrer",
+    });
+    reply = await response.json();
+    if (response.ok) {
+      result.textContent = "Thank you — your answer was recorded.";
+      holder.closest(".parley-prompt").dataset.state = "received";
+      return;
+    }
+  } catch (exc) {
+    reply = { message: "The server could not be reached; try again." };
+  }
+  error.textContent = reply.message || "The answer was not accepted.";
+  // A refusal that will not change (answered, expired, cancelled): keep the form locked.
+  if (!["already_answered", "hook_already_answered", "hook_expired", "hook_cancelled", "run_finished", "expired", "bad_signature", "unknown_key"].includes(reply.error)) {
+    for (const control of holder.querySelectorAll("button, input, select, textarea")) control.disabled = false;
+  }
+}
+
+const form = renderForm(hook.schema, hook.prompt, submit, t, "parley-question");
+form.setAttribute("aria-labelledby", "parley-question");
+holder.replaceChildren(form);
+if (hook.expires_at) {
+  const note = document.createElement("p");
+  note.className = "parley-prompt-note";
+  note.textContent = `Please answer before ${new Date(hook.expires_at * 1000).toLocaleString()}.`;
+  holder.append(note);
+}

@@ -1,0 +1,256 @@
+// The console's pages: runs, one run, the approvals inbox, metrics.
+import { renderForm } from "../schema-form.js";
+import { api } from "./api.js";
+import { age, duration, el, json, statusBadge, toast, when } from "./dom.js";
+import { t } from "./strings.js";
+
+const STATUSES = ["pending", "running", "suspended", "completed", "failed", "cancelled"];
+const FINISHED = new Set(["completed", "failed", "cancelled"]);
+
+// A pending hook: its prompt, run, age and deadline, and its answer form (the widget's).
+export function hookCard(hook, me, { showRun = true } = {}) {
+  const titleId = `pc-hook-${hook.token.replace(/[^A-Za-z0-9_-]/g, "-")}`;
+  const error = el("p", { class: "pc-error", role: "alert" });
+  const card = el("article", { class: "pc-card pc-hook", "aria-labelledby": titleId, "data-token": hook.token });
+  const meta = el("p", { class: "pc-hook-meta" },
+    showRun ? el("a", { href: `#/runs/${hook.run_id}`, class: "pc-mono", text: hook.run_id }) : null,
+    showRun ? " · " : null,
+    `hook ${hook.hook_id} · `,
+    el("span", { class: "pc-age", "data-since": hook.created_at ?? "" }),
+    hook.expires_at ? ` · deadline ${when(hook.expires_at)}` : " · no deadline");
+  card.append(el("h3", { id: titleId, text: hook.prompt || hook.name }), meta);
+  if (!me.permissions.includes("answer")) {
+    card.append(el("p", { class: "pc-empty", text: "Your key cannot answer (reader scope)." }));
+    return card;
+  }
+  const submit = async (payload) => {
+    error.textContent = "";
+    for (const c of card.querySelectorAll("button, input, select")) c.disabled = true;
+    try {
+      const reply = await api(`/api/hooks/${encodeURIComponent(hook.token)}`, { method: "POST", body: { payload } });
+      toast(reply.recorded ? `Answered ${hook.name}` : "That answer was already recorded");
+      card.dataset.state = "answered";
+    } catch (exc) {
+      error.textContent = exc.message;
+      for (const c of card.querySelectorAll("button, input, select")) c.disabled = false;
+    }
+  };
+  const form = renderForm(hook.schema, hook.prompt || hook.name, submit, t, titleId);
+  form.setAttribute("aria-labelledby", titleId);
+  card.append(form, error);
+  return card;
+}
+
+// ---- runs ---------------------------------------------------------------------------
+export async function runsView(main, me, params) {
+  const field = (label, control) => el("label", { class: "pc-field" }, label, control);
+  const status = el("select", { name: "status" }, el("option", { value: "", text: "any" }),
+    STATUSES.map((s) => el("option", { value: s, text: s, selected: params.get("status") === s })));
+  const inputs = {
+    workflow: el("input", { name: "workflow", value: params.get("workflow") || "" }),
+    session: el("input", { name: "session", value: params.get("session") || "" }),
+    q: el("input", { name: "q", type: "search", value: params.get("q") || "", placeholder: "r-…" }),
+    since: el("input", { name: "since", type: "datetime-local", value: params.get("since") || "" }),
+    until: el("input", { name: "until", type: "datetime-local", value: params.get("until") || "" }),
+  };
+  const form = el("form", { class: "pc-filters", role: "search", "aria-label": "Filter runs" },
+    field("Status", status), field("Workflow", inputs.workflow), field("Session", inputs.session),
+    field("Run id", inputs.q), field("Created from", inputs.since), field("Created until", inputs.until),
+    el("button", { type: "submit", class: "pc-primary", text: "Filter" }));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    for (const [name, value] of new FormData(form)) if (value) next.set(name, value);
+    location.hash = `#/runs?${next}`;
+  });
+  const results = el("div", { "aria-live": "polite" }, el("p", { class: "pc-empty", text: "Loading runs…" }));
+  main.replaceChildren(el("h1", { text: "Runs" }), form, results);
+
+  const query = new URLSearchParams();
+  for (const name of ["status", "workflow", "session", "q", "offset"]) if (params.get(name)) query.set(name, params.get(name));
+  for (const name of ["since", "until"]) if (params.get(name)) query.set(name, String(new Date(params.get(name)).getTime() / 1000));
+  query.set("limit", params.get("limit") || "25");
+  const page = await api(`/api/runs?${query}`);
+  const rows = page.runs.map((r) => el("tr", {},
+    el("td", {}, el("a", { href: `#/runs/${r.run_id}`, class: "pc-mono", text: r.run_id })),
+    el("td", { text: r.workflow }), el("td", {}, statusBadge(r.status)),
+    el("td", { text: when(r.created_at) }), el("td", { class: "pc-mono", text: r.session || "—" })));
+  const table = el("table", { class: "pc-table" },
+    el("caption", { class: "pc-visually-hidden", text: "Runs, newest first" }),
+    el("thead", {}, el("tr", {}, ["Run", "Workflow", "Status", "Created", "Session"].map((h) => el("th", { scope: "col", text: h })))),
+    el("tbody", {}, rows));
+  const offset = Number(params.get("offset") || 0);
+  const move = (to) => { const next = new URLSearchParams(params); next.set("offset", String(to)); location.hash = `#/runs?${next}`; };
+  const pager = el("div", { class: "pc-pager" },
+    el("button", { type: "button", text: "Previous page", disabled: offset === 0, onclick: () => move(Math.max(0, offset - Number(query.get("limit")))) }),
+    el("span", { text: `${page.total ? offset + 1 : 0}–${offset + page.runs.length} of ${page.total} runs` }),
+    el("button", { type: "button", text: "Next page", disabled: page.next_offset === null, onclick: () => move(page.next_offset) }));
+  results.replaceChildren(page.runs.length ? table : el("p", { class: "pc-empty", text: "No runs match." }), pager);
+}
+
+// ---- one run --------------------------------------------------------------------------
+function describe(event, started) {
+  const d = event.data;
+  switch (event.type) {
+    case "workflow.started": return { text: `input ${json({ args: d.args, kwargs: d.kwargs })}` };
+    case "step.started": started.set(d.step_id, event); return { text: `step ${d.step_id}, attempt ${d.attempt ?? 0}` };
+    case "step.completed": {
+      const from = started.get(d.step_id);
+      const took = from ? ` in ${duration(tsOf(event) - tsOf(from))}` : "";
+      return { text: `step ${d.step_id} completed${took}: ${json(d.result)}` };
+    }
+    case "step.failed": return { kind: "error", text: `step ${d.step_id} attempt ${d.attempt} failed${d.final ? " (final)" : `; retry at ${when(d.retry_at / 1000)}`}: ${d.error?.type}: ${d.error?.message}${d.error?.traceback ? `\n${d.error.traceback}` : ""}` };
+    case "step.suspended": case "workflow.suspended": return { text: `waiting for ${d.wait}` };
+    case "hook.created": return { kind: "hook", text: `${d.hook_id}: “${d.prompt || d.name}”${d.expires_at ? `, deadline ${when(d.expires_at / 1000)}` : ""}` };
+    case "hook.received": return { kind: "hook", text: `${d.hook_id} answered ${json(d.payload)}${d.answered_by ? ` — answered by ${d.answered_by}` : ""}` };
+    case "hook.expired": return { kind: "hook", text: `${d.hook_id} expired unanswered` };
+    case "timer.scheduled": return { text: `timer ${d.timer_id} due ${when(d.due / 1000)}` };
+    case "timer.fired": return { text: `timer ${d.timer_id} fired` };
+    case "workflow.completed": return { text: `result ${json(d.result)}` };
+    case "workflow.failed": return { kind: "error", text: `${d.error?.type}: ${d.error?.message}${d.error?.traceback ? `\n${d.error.traceback}` : ""}` };
+    case "workflow.cancelled": return { kind: "error", text: `cancelled${d.reason ? `: ${d.reason}` : ""}` };
+    default: return { text: json(d) };
+  }
+}
+
+function tsOf(event) { return Number(event.id.split("-")[0]); }
+
+export async function runView(main, me, runId, { live: hooksLive } = {}) {
+  const [run, log] = await Promise.all([api(`/api/runs/${runId}`), api(`/api/runs/${runId}/events`)]);
+  const actions = el("div", { class: "pc-actions" });
+  if (!FINISHED.has(run.status) && me.permissions.includes("cancel")) {
+    const cancel = el("button", { type: "button", class: "pc-danger", text: "Cancel run" });
+    cancel.addEventListener("click", async () => {
+      if (cancel.dataset.armed !== "1") { cancel.dataset.armed = "1"; cancel.textContent = "Confirm: cancel this run"; return; }
+      cancel.disabled = true;
+      try { await api(`/api/runs/${runId}/cancel`, { method: "POST", body: { reason: `cancelled by ${me.name} in the console` } }); toast("Run cancelled"); }
+      catch (exc) { toast(exc.message); }
+      runView(main, me, runId);
+    });
+    actions.append(cancel);
+  }
+  if (me.permissions.includes("start")) {
+    actions.append(el("button", { type: "button", text: "Restart (new run, same input)", onclick: async () => {
+      const reply = await api(`/api/runs/${runId}/restart`, { method: "POST" });
+      toast(`Started ${reply.run_id}`);
+      location.hash = `#/runs/${reply.run_id}`;
+    } }));
+  }
+  const facts = el("dl", { class: "pc-facts" },
+    el("dt", { text: "Status" }), el("dd", {}, statusBadge(run.status)),
+    el("dt", { text: "Workflow" }), el("dd", { text: run.workflow }),
+    el("dt", { text: "Created" }), el("dd", { text: when(run.created_at) }),
+    el("dt", { text: "Session" }), el("dd", { class: "pc-mono", text: run.session || "—" }),
+    run.result !== null && run.result !== undefined ? [el("dt", { text: "Result" }), el("dd", { class: "pc-mono", text: json(run.result) })] : null,
+    run.error ? [el("dt", { text: "Error" }), el("dd", { class: "pc-error-text", text: `${run.error.type}: ${run.error.message}` })] : null);
+  const pending = run.pending_hooks.map((h) => hookCard({ ...h, created_at: createdAt(log.events, h.hook_id) }, me, { showRun: false }));
+  const started = new Map();
+  const timeline = el("ol", { class: "pc-timeline", "aria-label": "Timeline of events" }, log.events.map((event) => {
+    const { kind, text } = describe(event, started);
+    return el("li", { "data-kind": kind || "event", "data-type": event.type },
+      el("div", { class: "pc-event-head" },
+        el("span", { class: "pc-event-type", text: event.type }),
+        el("time", { class: "pc-time", datetime: new Date(tsOf(event)).toISOString(), text: new Date(tsOf(event)).toLocaleTimeString() })),
+      el("p", { class: "pc-detail", text }));
+  }));
+  main.replaceChildren(
+    el("p", {}, el("a", { href: "#/runs", text: "← All runs" })),
+    el("h1", {}, "Run ", el("span", { class: "pc-mono", text: runId })),
+    actions, el("section", { class: "pc-card", "aria-label": "Run details" }, facts),
+    el("h2", { text: `Pending hooks (${pending.length})` }),
+    pending.length ? el("div", { class: "pc-hooks" }, pending) : el("p", { class: "pc-empty", text: "None." }),
+    el("h2", { text: "Timeline" }), timeline);
+  tickAges(main);
+  return run;
+}
+
+function createdAt(events, hookId) {
+  const created = events.find((e) => e.type === "hook.created" && e.data.hook_id === hookId);
+  return created ? tsOf(created) / 1000 : null;
+}
+
+// ---- approvals inbox ----------------------------------------------------------------
+export function inboxView(main, me, hooks) {
+  const list = el("div", { class: "pc-hooks", id: "pc-inbox-list", "aria-live": "polite", "aria-relevant": "additions" });
+  const summary = el("p", { class: "pc-empty", id: "pc-inbox-summary" });
+  main.replaceChildren(el("h1", { text: "Approvals inbox" }), summary, list);
+  const update = (current) => {
+    const tokens = new Set(current.map((h) => h.token));
+    for (const card of [...list.children]) if (!tokens.has(card.dataset.token)) card.remove();
+    const shown = new Set([...list.children].map((c) => c.dataset.token));
+    // Newest first; a card already shown keeps its place and whatever was typed in it.
+    for (const hook of [...current].reverse()) {
+      if (shown.has(hook.token)) continue;
+      list.prepend(hookCard(hook, me));
+    }
+    summary.textContent = current.length ? `${current.length} pending` : "Nothing is waiting for an answer.";
+    tickAges(list);
+  };
+  update(hooks);
+  return update;
+}
+
+export function tickAges(root) {
+  for (const node of root.querySelectorAll(".pc-age")) {
+    const since = Number(node.dataset.since);
+    node.textContent = since ? `waiting ${age(since)}` : "waiting";
+  }
+}
+
+// ---- metrics ------------------------------------------------------------------------
+function parseMetrics(text) {
+  const out = {};
+  for (const line of text.split("\n")) {
+    const m = line.match(/^(parley_[a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/);
+    if (m) out[m[1] + (m[2] || "")] = Number(m[3]);
+  }
+  return out;
+}
+
+function chart(samples) {
+  const w = 640, h = 200, pad = 32;
+  const series = [["suspended", "#2454d6", "runs suspended"], ["hooks_pending", "#b42318", "hooks pending"]];
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  svg.setAttribute("class", "pc-chart");
+  svg.setAttribute("role", "img");
+  const last = samples[samples.length - 1] || {};
+  svg.setAttribute("aria-label", `Last hour: runs suspended now ${last.suspended ?? 0}, hooks pending now ${last.hooks_pending ?? 0}`);
+  const now = Date.now() / 1000;
+  const max = Math.max(1, ...samples.flatMap((s) => series.map(([k]) => s[k] || 0)));
+  const x = (t) => pad + ((t - (now - 3600)) / 3600) * (w - 2 * pad);
+  const y = (v) => h - pad - (v / max) * (h - 2 * pad);
+  const ns = (tag, attrs) => { const n = document.createElementNS("http://www.w3.org/2000/svg", tag); for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v); return n; };
+  svg.append(ns("line", { x1: pad, y1: h - pad, x2: w - pad, y2: h - pad, stroke: "#8a94a3" }));
+  const label = (text, attrs) => { const t = ns("text", { "font-size": "11", fill: "#5b6470", ...attrs }); t.textContent = text; return t; };
+  svg.append(label("−60 min", { x: pad, y: h - 10 }), label("now", { x: w - pad - 20, y: h - 10 }), label(String(max), { x: 4, y: pad + 4 }), label("0", { x: 4, y: h - pad }));
+  for (const [key, colour] of series) {
+    const points = samples.map((s) => `${x(s.t).toFixed(1)},${y(s[key] || 0).toFixed(1)}`).join(" ");
+    if (points) svg.append(ns("polyline", { points, fill: "none", stroke: colour, "stroke-width": "2" }));
+  }
+  const legend = el("p", { class: "pc-legend" }, series.map(([, colour, name]) =>
+    el("span", {}, el("span", { class: "pc-swatch", style: `background:${colour}` }), name)));
+  return [svg, legend];
+}
+
+export async function metricsView(main) {
+  const [text, history] = await Promise.all([
+    fetch("/metrics", { cache: "no-store" }).then((r) => r.text()), api("/api/stats/history"),
+  ]);
+  const m = parseMetrics(text);
+  const numbers = [
+    ["Runs started", m['parley_runs_total{event="started"}']],
+    ["Completed", m['parley_runs_total{event="completed"}']],
+    ["Failed", m['parley_runs_total{event="failed"}']],
+    ["Cancelled", m['parley_runs_total{event="cancelled"}']],
+    ["Suspended now", m.parley_runs_suspended],
+    ["Hooks pending", m.parley_hooks_pending],
+  ];
+  main.replaceChildren(
+    el("h1", { text: "Metrics" }),
+    el("dl", { class: "pc-numbers", "aria-label": "Store-wide counters" }, numbers.map(([name, value]) =>
+      el("div", {}, el("dt", { text: name }), el("dd", { "data-metric": name, text: value === undefined ? "—" : String(value) })))),
+    el("h2", { text: "The last hour" }),
+    ...chart(history.samples),
+    el("p", { class: "pc-empty", text: `Sampled every ${history.every} s by this server.` }));
+}
