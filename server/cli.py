@@ -24,6 +24,7 @@ from runtime.settings import Settings
 
 from .app import create_app
 from .context import ServerConfig
+from .origins import OriginPolicy
 
 WS_MAX_SIZE = 1024 * 1024  # protocol limit; the gateway answers frames > 64 KiB itself
 
@@ -84,11 +85,17 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
     if url is None:
         print(f"parley {serving.name}: give --redis URL or set REDIS_URL", file=sys.stderr)
         return 2
+    try:
+        origins = OriginPolicy.from_list(settings.allowed_origins)
+    except ValueError as exc:
+        print(f"parley {serving.name}: {exc}", file=sys.stderr)
+        return 2
     runtime = Runtime(url, partitions=args.partitions)
     config = ServerConfig(
         api_key=api_key,
         chat_workflow=serving.chat_workflow,
         chat_workflows=frozenset(serving.chat_workflows),
+        origins=origins,
     )
     app = create_app(runtime, api_key, run_worker=serving.run_worker, config=config)
     print(f"parley {serving.name} on http://{args.host}:{args.port} (store {url})", flush=True)

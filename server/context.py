@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 
 from runtime import Runtime, Worker
 from runtime.metrics import Metrics
 
+from .origins import OriginPolicy
 from .sessions import Sessions
 from .tailer import OutboxTailer
 
-# The widget's files: next to this package in a source checkout.
-WIDGET_DIR = Path(__file__).resolve().parent.parent / "widget"
+# The widget's files: the ``widget`` package's data (a source checkout or an installed wheel).
+WIDGET_DIR = Path(str(files("widget")))
 MAX_MESSAGE_CHARS = 4000  # a visitor's chat message
 
 
@@ -30,6 +32,8 @@ class ServerConfig:
     ws_block_ms: int = 2_000  # one blocking read of the outbox tailer (<= MAX_BLOCK_SECONDS)
     ws_queue_size: int = 1_000  # messages a socket may fall behind before it is closed
     widget_dir: Path = WIDGET_DIR
+    # the pages that may embed the widget (CORS and the websocket's Origin check)
+    origins: OriginPolicy = field(default_factory=OriginPolicy)
 
 
 @dataclass(slots=True)

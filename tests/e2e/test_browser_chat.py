@@ -65,7 +65,7 @@ def test_reload_while_the_prompt_is_pending(page: Page, stack: Stack) -> None:
     ask(page, stack)
     page.reload()
     expect(page.get_by_text("Which product are you using?")).to_have_count(1)
-    expect(page.locator(".parley-visitor")).to_have_text(["my worker crashed"])
+    expect(page.locator(".parley-visitor .parley-body")).to_have_text(["my worker crashed"])
     expect(page.get_by_text("The agent is waiting for your answer.")).to_be_visible()
     page.get_by_role("button", name="Parley Self-hosted").click()
     expect_final(page, "Parley Self-hosted")
