@@ -98,7 +98,11 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         origins=origins,
     )
     app = create_app(runtime, api_key, run_worker=serving.run_worker, config=config)
-    print(f"parley {serving.name} on http://{args.host}:{args.port} (store {url})", flush=True)
+    print(
+        f"parley {serving.name} on http://{args.host}:{args.port} (store {_redacted(url)}; "
+        f"pages allowed: {origins.describe()})",
+        flush=True,
+    )
     uvicorn.run(
         app,
         host=args.host,
@@ -108,3 +112,12 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         lifespan="on",
     )
     return 0
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password (``redis://:secret@host`` → ``redis://:***@host``)."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{host}"

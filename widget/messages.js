@@ -108,7 +108,7 @@ export class PromptCard {
     const question = el("p", "parley-question", frame.prompt || t("questionFallback"));
     question.id = `parley-q-${Math.random().toString(36).slice(2, 10)}`;
     this.node.setAttribute("aria-labelledby", question.id);
-    this.body = renderForm(frame.schema, frame.prompt, onAnswer, t);
+    this.body = renderForm(frame.schema, frame.prompt, onAnswer, t, question.id);
     this.note = el("p", "parley-prompt-note");
     this.note.setAttribute("aria-live", "polite");
     this.node.append(question, this.body, this.note);

@@ -43,7 +43,7 @@ export function mount(target = null, options = {}) {
     node = typeof target === "string" ? document.querySelector(target) : target;
     if (!node) throw new Error(`parley-widget: expected an element for ${target}, found none`);
   }
-  const host = document.createElement("div");
+  const host = document.createElement("parley-chat"); // a name no page rule targets
   host.className = "parley-host";
   if (node) node.replaceChildren(host);
   else document.body.append(host);

@@ -41,10 +41,10 @@ function choiceButtons(values, labels, submit) {
   return group;
 }
 
-function field(name, schema, required, t, { hiddenLabel = false } = {}) {
+function field(name, schema, required, t, { labelledBy = null } = {}) {
   const id = `parley-field-${++counter}`;
-  const label = el("label", { for: id, text: schema.title || name });
-  if (hiddenLabel) label.className = "parley-visually-hidden";
+  // A lone answer box is named by the question above it (shown once, not twice).
+  const label = labelledBy ? null : el("label", { for: id, text: schema.title || name });
   let input;
   if (Array.isArray(schema.enum)) {
     input = el("select", { id, name });
@@ -61,6 +61,7 @@ function field(name, schema, required, t, { hiddenLabel = false } = {}) {
     if (schema.maxLength) input.setAttribute("maxlength", String(schema.maxLength));
   }
   if (required) input.required = true;
+  if (labelledBy) input.setAttribute("aria-labelledby", labelledBy);
   const read = () => {
     if (schema.type === "number") return input.value === "" ? undefined : Number(input.value);
     if (schema.type === "integer") return input.value === "" ? undefined : parseInt(input.value, 10);
@@ -75,9 +76,10 @@ function field(name, schema, required, t, { hiddenLabel = false } = {}) {
  * @param {string} question  the prompt text (the accessible name of a lone text box)
  * @param {(payload: any) => void} submit
  * @param {(key: string) => string} t  the widget's strings
+ * @param {string} questionId  the id of the element showing the question
  * @returns {HTMLElement}
  */
-export function renderForm(schema, question, submit, t) {
+export function renderForm(schema, question, submit, t, questionId) {
   schema = schema || { type: "string" };
   if (Array.isArray(schema.enum)) {
     return choiceButtons(schema.enum, schema.enum.map(String), submit);
@@ -100,8 +102,7 @@ export function renderForm(schema, question, submit, t) {
       return out;
     };
   } else {
-    // The question is shown above the form once; the box carries it as its name.
-    const f = field("answer", { ...schema, title: question || schema.title || t("yourAnswer") }, true, t, { hiddenLabel: true });
+    const f = field("answer", { ...schema, title: question || schema.title || t("yourAnswer") }, true, t, { labelledBy: questionId });
     form.append(f.node);
     read = f.read;
   }
