@@ -150,6 +150,14 @@ def test_the_langchain_demo_page(page: Page, stack: Stack) -> None:
     choices = page.get_by_role("group", name="Refund or reship?")
     expect(choices.get_by_role("button")).to_have_text(["refund", "reship"])
     choices.get_by_role("button", name="refund").click()
-    expect(page.get_by_text("Done: refund for order A-100.")).to_be_visible()
+    # the page's own suggested question is about the order it names
+    expect(page.get_by_text("Done: refund for order 1234.")).to_be_visible()
     expect(page.get_by_text("Let me look that order up.")).to_have_count(1)  # not re-streamed
+    # its second suggestion names no order: the agent remembers the first one
+    box.fill("can you reship it?")
+    box.press("Enter")
+    expect(page.locator(".parley-prompt")).to_have_count(2)
+    choices = page.get_by_role("group", name="Refund or reship?").nth(1)
+    choices.get_by_role("button", name="reship").click()
+    expect(page.get_by_text("Done: reship for order 1234.")).to_be_visible()
     screenshot(page, "chat-langchain")
