@@ -531,7 +531,7 @@ export class ChatWidget extends EventTarget {
     if (!ref) return;
     item.state = "sending";
     item.ref = ref;
-    item.bubble.setState("sending", this.t("sending"));
+    item.bubble.setState("sending", { note: this.t("sending") });
     this.refs.set(ref, { kind: "message", clientId });
     this.activeRun = "starting";
     this.touch();
@@ -542,7 +542,8 @@ export class ChatWidget extends EventTarget {
     const item = this.visitors.get(clientId);
     if (!item || item.state !== "queued") return;
     const offline = !this.conn || !this.conn.open;
-    item.bubble.setState("queued", offline ? this.t("queuedOffline") : this.busy() ? this.t("queuedBusy") : this.t("queued"));
+    const note = offline ? this.t("queuedOffline") : this.busy() ? this.t("queuedBusy") : this.t("queued");
+    item.bubble.setState("queued", { note });
   }
 
   dequeue(clientId) {

@@ -56,7 +56,7 @@ async def widget_kinds(message: str) -> dict[str, Any]:
     city = await ask("city", "Which city?", {"type": "string", "minLength": 1})
     count = await ask("count", "How many users?", {"type": "integer", "minimum": 1})
     contact = await ask("contact", "How do we reach you?", CONTACT_SCHEMA)
-    reply = f"Done: {plan}, {more}, {city}, {count}, {contact['name']} <{contact['email']}>."
+    reply = f"Done: {plan}, {more}, {city}, {count}, {contact['name']} ({contact['email']})."
     await say("done", reply)
     return {"reply": reply}
 
