@@ -8,12 +8,17 @@ of the side-effecting tool, ``on_created`` prompts.
 
 The script: look the order up (side effect), ask the visitor how to proceed (human tool,
 multi-part content), ask again for the address when the visitor chose "reship" and the
-message mentions an address, then answer; "no response" → a polite ending.
+message mentions an address, then answer; "no response" → a polite ending. An order is
+"A-100"-like or a plain number of 3+ digits ("order 1234"); a message without one is about
+the order of an earlier message of the conversation (its memory: the workflow returns
+``memory``, the session's next run gets it back, at most :data:`MEMORY_MESSAGES` messages).
+
+With ``PARLEY_DEMO_MODEL`` set, the same agent runs on that model (``init_chat_model``,
+``examples.models``) instead of the script.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -42,6 +47,7 @@ from runtime.integrations.langchain import (
     final_text,
     run_agent,
 )
+from runtime.settings import DemoSettings
 
 from . import trace
 
@@ -50,6 +56,8 @@ __all__ = ["ScriptedChatModel", "ask_visitor", "langchain_agent", "lc_agent_step
 SYSTEM = "You are Parley's order assistant. Look orders up; ask the visitor when unsure."
 NO_RESPONSE = "The visitor did not respond."
 CHOICES = ["refund", "reship"]
+ORDER = re.compile(r"\b(?:[A-Z]-\d+|\d{3,})\b")
+MEMORY_MESSAGES = 20
 
 
 async def count(field: str) -> None:
@@ -72,7 +80,7 @@ ask_visitor = HumanTool(
     "Ask the visitor a question and wait for the answer.",
     AskArgs,
     answer_schema=answer_schema,
-    timeout=os.environ.get("PARLEY_DEMO_PROMPT_TIMEOUT", "10m"),
+    timeout=DemoSettings.from_env().prompt_timeout,
     no_response=NO_RESPONSE,
 )
 
@@ -139,13 +147,21 @@ class ScriptedChatModel(BaseChatModel):
         yield ChatGenerationChunk(message=last)
 
     async def _reply(self, messages: list[BaseMessage]) -> AIMessage:
-        turn = sum(isinstance(m, AIMessage) for m in messages)
+        start = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+        exchange = messages[start:]  # before it: the conversation's memory
+        turn = sum(isinstance(m, AIMessage) for m in exchange)
         if self.counted:
             await count(f"turn:{turn}")
-        visitor = next(str(m.content) for m in messages if isinstance(m, HumanMessage))
-        results = [m for m in messages if isinstance(m, ToolMessage)]
+        visitor = str(exchange[0].content)
+        results = [m for m in exchange if isinstance(m, ToolMessage)]
         last = results[-1] if results and messages[-1] is results[-1] else None
-        order = (re.findall(r"\b[A-Z]-\d+\b", visitor) or ["A-100"])[0]
+        mentioned = [
+            found
+            for m in reversed(messages[: start + 1])
+            if isinstance(m, HumanMessage)
+            for found in ORDER.findall(str(m.content))
+        ]
+        order = (mentioned or ["A-100"])[0]
         if last is None:
             return AIMessage(
                 "Let me look that order up. ",
@@ -165,7 +181,7 @@ class ScriptedChatModel(BaseChatModel):
             )
         if last.content == NO_RESPONSE:
             return AIMessage("I did not hear back; I left the order as it is. Write any time!")
-        if last.content == "reship" and "address" in visitor.lower() and _asks(messages) == 1:
+        if last.content == "reship" and "address" in visitor.lower() and _asks(exchange) == 1:
             return AIMessage(
                 "Sure. ",
                 tool_calls=[
@@ -180,11 +196,45 @@ def _asks(messages: list[BaseMessage]) -> int:
     return sum(isinstance(m, ToolMessage) and m.name == "ask_visitor" for m in messages)
 
 
-def build_agent(tools: Sequence[BaseTool] = (lookup_order,)) -> Any:
-    return create_agent_graph(ScriptedChatModel(), list(tools), [ask_visitor])
+def build_agent(tools: Sequence[BaseTool] = (lookup_order,), model: Any = None) -> Any:
+    return create_agent_graph(model or ScriptedChatModel(), list(tools), [ask_visitor])
 
 
 AGENT = build_agent()
+_agents: dict[str, Any] = {}
+
+
+def agent() -> Any:
+    """The scripted agent, or one on ``PARLEY_DEMO_MODEL`` when that is set."""
+    settings = DemoSettings.from_env()
+    if settings.model is None:
+        return AGENT
+    if settings.model not in _agents:
+        from .models import configured_model
+
+        _agents[settings.model] = build_agent(model=configured_model(settings))
+    return _agents[settings.model]
+
+
+def remember(transcript: Sequence[BaseMessage]) -> list[dict[str, str]]:
+    """The visitor's messages and the agent's answers, as plain text, bounded."""
+    out: list[dict[str, str]] = []
+    for m in transcript:
+        if isinstance(m, HumanMessage):
+            out.append({"role": "user", "content": str(m.content)})
+        elif isinstance(m, AIMessage) and not m.tool_calls and m.text:
+            out.append({"role": "assistant", "content": m.text})
+        elif isinstance(m, ToolMessage) and m.name == "ask_visitor":
+            out.append({"role": "user", "content": f"(answered the agent) {m.content}"})
+    return out[-MEMORY_MESSAGES:]
+
+
+def recall(memory: Sequence[dict[str, str]] | None) -> list[BaseMessage]:
+    return [
+        HumanMessage(m["content"]) if m.get("role") == "user" else AIMessage(m["content"])
+        for m in memory or []
+        if isinstance(m, dict) and isinstance(m.get("content"), str)
+    ]
 
 
 async def _prompted(token: str, request: HumanRequest) -> None:
@@ -194,20 +244,37 @@ async def _prompted(token: str, request: HumanRequest) -> None:
 
 
 @step(name="lc_agent")
-async def lc_agent_step(message: str, prompt_timeout: float | None = None) -> dict[str, Any]:
+async def lc_agent_step(
+    message: str,
+    prompt_timeout: float | None = None,
+    memory: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     asker = ask_visitor if prompt_timeout is None else replace(ask_visitor, timeout=prompt_timeout)
     transcript = await run_agent(
-        AGENT,
-        [SystemMessage(SYSTEM), HumanMessage(message)],
+        agent(),
+        [SystemMessage(SYSTEM), *recall(memory), HumanMessage(message)],
         [asker],
         on_created=_prompted,
     )
-    return {"reply": final_text(transcript), "transcript": encode_transcript(transcript)}
+    return {
+        "reply": final_text(transcript),
+        "transcript": encode_transcript(transcript),
+        "memory": remember(transcript),
+    }
 
 
 @workflow(name="langchain_agent")
-async def langchain_agent(message: str, prompt_timeout: float | None = None) -> dict[str, Any]:
+async def langchain_agent(
+    message: str,
+    prompt_timeout: float | None = None,
+    memory: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """One visitor message → the agent's reply; the run's session is the chat.
-    ``prompt_timeout`` (seconds) overrides how long the visitor has to answer."""
-    result = await lc_agent_step(message, prompt_timeout)
-    return {"reply": result["reply"], "transcript": result["transcript"]}
+    ``prompt_timeout`` (seconds) overrides how long the visitor has to answer; ``memory``
+    is the conversation so far, as the session's previous run returned it."""
+    result = await lc_agent_step(message, prompt_timeout, memory)
+    return {
+        "reply": result["reply"],
+        "transcript": result["transcript"],
+        "memory": result["memory"],
+    }

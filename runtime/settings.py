@@ -18,7 +18,21 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_PUBLIC_URL`` | (none) | the server's address for people, in ``hook_url`` links |
 | ``PARLEY_CHAT_WORKFLOW`` | (none) | the workflow a visitor's chat message starts |
 | ``PARLEY_CHAT_WORKFLOWS`` | (none) | more chat workflows pages may pick (comma-separated) |
+| ``PARLEY_ALLOWED_ORIGINS`` | (none) | more origins whose pages may embed the widget |
+| ``PARLEY_DEMO_DATA_DIR`` | (see below) | the data of ``parley demo``'s private Redis |
+| ``PARLEY_DEMO_MODEL`` | (none) | the demos' model: an ``init_chat_model`` spec |
+| ``PARLEY_DEMO_MODEL_BASE_URL`` | (none) | its OpenAI-compatible endpoint |
+| ``PARLEY_DEMO_MODEL_API_KEY`` | (none) | its key |
+| ``PARLEY_DEMO_PROMPT_TIMEOUT`` | ``10m`` | how long the demo agents wait for an answer |
+| ``PARLEY_DEMO_CHUNK_DELAY`` | 0.03 | seconds between the scripted models' chunks |
 | ``PARLEY_CRASH_AT`` | (none) | fault injection for tests (``runtime._faults``) |
+
+``PARLEY_ALLOWED_ORIGINS``: comma-separated origins (``https://shop.example``) or ``*``; the
+server's own origin is always allowed (CORS and the websocket's Origin check). The demo's
+data directory defaults to ``$XDG_DATA_HOME/parley/demo`` (``~/.local/share/parley/demo``).
+``PARLEY_DEMO_MODEL`` (e.g. ``openai:gpt-4o-mini``) replaces the demos' scripted models; the
+key falls back to the provider's own variable (``OPENAI_API_KEY``). Without a model the
+demos need no network and no key.
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 DEFAULT_URL = "memory://"
 DEFAULT_PARTITIONS = 16
@@ -77,11 +92,13 @@ class Settings:
     api_keys_file: str | None = None
     link_keys: tuple[tuple[str, str], ...] = ()  # (key id, secret), the signing one first
     public_url: str | None = None
+    allowed_origins: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         offered = env.get("PARLEY_CHAT_WORKFLOWS", "")
+        origins = env.get("PARLEY_ALLOWED_ORIGINS", "")
         return cls(
             redis_url=env.get("REDIS_URL") or None,
             partitions=_int(env, "PARLEY_PARTITIONS", DEFAULT_PARTITIONS),
@@ -96,6 +113,37 @@ class Settings:
             api_keys_file=env.get("PARLEY_API_KEYS_FILE") or None,
             link_keys=_pairs(env, "PARLEY_LINK_KEYS"),
             public_url=(env.get("PARLEY_PUBLIC_URL") or "").rstrip("/") or None,
+            allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DemoSettings:
+    """What the demos (``parley demo`` and its agents) read from the environment."""
+
+    data_dir: Path
+    model: str | None = None
+    model_base_url: str | None = None
+    model_api_key: str | None = None
+    prompt_timeout: str = "10m"
+    chunk_delay: float = 0.03
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> DemoSettings:
+        env = os.environ if env is None else env
+        data_home = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        delay = env.get("PARLEY_DEMO_CHUNK_DELAY") or "0.03"
+        try:
+            chunk_delay = float(delay)
+        except ValueError:
+            raise ValueError(f"PARLEY_DEMO_CHUNK_DELAY must be seconds, got {delay!r}") from None
+        return cls(
+            data_dir=Path(env.get("PARLEY_DEMO_DATA_DIR") or Path(data_home) / "parley" / "demo"),
+            model=env.get("PARLEY_DEMO_MODEL") or None,
+            model_base_url=env.get("PARLEY_DEMO_MODEL_BASE_URL") or None,
+            model_api_key=env.get("PARLEY_DEMO_MODEL_API_KEY") or None,
+            prompt_timeout=env.get("PARLEY_DEMO_PROMPT_TIMEOUT") or "10m",
+            chunk_delay=chunk_delay,
         )
 
 

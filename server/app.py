@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -24,6 +25,7 @@ from .console import CONSOLE_ROUTES
 from .context import ServerConfig, ServerContext
 from .errors import EXCEPTION_HANDLERS
 from .links import LINK_ROUTES
+from .origins import CorsMiddleware
 from .sessions import Sessions
 from .tailer import OutboxTailer
 from .ws import session_socket
@@ -105,6 +107,11 @@ def create_app(
         Route("/metrics", metrics, methods=["GET"]),
         Mount("/widget", StaticFiles(directory=cfg.widget_dir), name="widget"),
     ]
-    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=lifespan,
+        middleware=[Middleware(CorsMiddleware, policy=cfg.origins)],
+    )
     app.state.ctx = ctx
     return app

@@ -25,6 +25,7 @@ from runtime.settings import Settings
 from .app import create_app
 from .auth import KeyConfigError, keys_from_settings
 from .context import ServerConfig
+from .origins import OriginPolicy
 
 WS_MAX_SIZE = 1024 * 1024  # protocol limit; the gateway answers frames > 64 KiB itself
 
@@ -90,6 +91,11 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
     if url is None:
         print(f"parley {serving.name}: give --redis URL or set REDIS_URL", file=sys.stderr)
         return 2
+    try:
+        origins = OriginPolicy.from_list(settings.allowed_origins)
+    except ValueError as exc:
+        print(f"parley {serving.name}: {exc}", file=sys.stderr)
+        return 2
     runtime = Runtime(url, partitions=args.partitions)
     config = ServerConfig(
         api_key=api_key,
@@ -98,9 +104,14 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         api_keys=tuple(more_keys),
         link_keys=settings.link_keys,
         public_url=settings.public_url,
+        origins=origins,
     )
     app = create_app(runtime, api_key, run_worker=serving.run_worker, config=config)
-    print(f"parley {serving.name} on http://{args.host}:{args.port} (store {url})", flush=True)
+    print(
+        f"parley {serving.name} on http://{args.host}:{args.port} (store {_redacted(url)}; "
+        f"pages allowed: {origins.describe()})",
+        flush=True,
+    )
     uvicorn.run(
         app,
         host=args.host,
@@ -110,3 +121,12 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         lifespan="on",
     )
     return 0
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password (``redis://:secret@host`` → ``redis://:***@host``)."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{host}"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 
 from runtime import Runtime, Worker
@@ -11,12 +12,13 @@ from runtime.links import LinkSigner
 from runtime.metrics import Metrics
 
 from .auth import ApiKey, KeyRing
+from .origins import OriginPolicy
 from .sessions import Sessions
 from .tailer import OutboxTailer
 from .watch import HookWatcher, StatsHistory
 
-# The widget's files: next to this package in a source checkout.
-WIDGET_DIR = Path(__file__).resolve().parent.parent / "widget"
+# The widget's files: the ``widget`` package's data (a source checkout or an installed wheel).
+WIDGET_DIR = Path(str(files("widget")))
 MAX_MESSAGE_CHARS = 4000  # a visitor's chat message
 
 
@@ -40,6 +42,8 @@ class ServerConfig:
     public_url: str | None = None  # the address in minted links (default: the request's)
     live_interval: float = 0.25  # the console's pending hooks are read this often (if open)
     stats_every: float = 30.0  # the console's chart samples the store's counters this often
+    # the pages that may embed the widget (CORS and the websocket's Origin check)
+    origins: OriginPolicy = field(default_factory=OriginPolicy)
 
 
 @dataclass(slots=True)

@@ -3,13 +3,19 @@ where an answer is delivered (``resume_hook``) and announced to the session's pa
 
 A session is a random, unguessable id. Besides the session's outbox (its messages), the
 store keeps a small record per session: when it was created and its active run.
+
+Memory across turns: a chat workflow that returns an object with a ``"memory"`` field
+(``{"reply": ..., "memory": [...]}``) gets that value back as the keyword argument
+``memory`` when the same session's next message starts it again. What it keeps, and how
+much, is the workflow's choice (it is run input: at most ``Limits.max_payload_bytes``).
+A workflow that never returns ``memory`` is started as ``workflow(text)``, as before.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from runtime import RunNotFound, Runtime, UsageError
+from runtime import RunInfo, RunNotFound, RunStatus, Runtime, UsageError
 from runtime.ids import check_session_id, new_session_id, parse_token
 
 from .errors import ApiError, ForbiddenHook
@@ -44,21 +50,36 @@ class Sessions:
         """Make ``run_id`` the session's active run (keeps the session alive)."""
         await self.rt.store.bind_session(check_session_id(session), run_id, self.ttl_seconds)
 
-    async def active_run(self, session: str) -> str | None:
-        """The session's run that has not finished yet, if any."""
+    async def last_run(self, session: str) -> RunInfo | None:
+        """The session's latest run (finished or not), while the store still has it."""
         run_id = await self.rt.store.session_run(check_session_id(session))
         if not run_id:
             return None
         try:
-            info = await self.rt.get_run(run_id)
+            return await self.rt.get_run(run_id)
         except RunNotFound:
             return None
-        return None if info.status.finished else run_id
 
-    async def start_chat(self, session: str, workflow: str, text: Any, *, max_chars: int) -> str:
+    async def active_run(self, session: str) -> str | None:
+        """The session's run that has not finished yet, if any."""
+        info = await self.last_run(session)
+        return None if info is None or info.status.finished else info.run_id
+
+    async def start_chat(
+        self,
+        session: str,
+        workflow: str,
+        text: Any,
+        *,
+        max_chars: int,
+        client_id: str | None = None,
+    ) -> str:
         """A visitor's message: shown in the session, then a run of ``workflow(text)`` bound
-        to the session. Refused (ApiError 409 ``busy``) while the session's previous run is
-        still going, so a session has at most one active run."""
+        to the session (with ``memory=`` from the previous run, see above). Refused
+        (ApiError 409 ``busy``) while the session's previous run is still going, so a
+        session has at most one active run. ``client_id``, the page's own id for the
+        message, is echoed in the session's ``visitor`` message (so the page that queued
+        it recognises it)."""
         if not isinstance(text, str) or not text.strip():
             raise ApiError(400, "invalid_message", "expected a non-empty message text")
         if len(text) > max_chars:
@@ -73,16 +94,20 @@ class Sessions:
         if not await store.lock_session(check_session_id(session), START_LOCK_MS):
             raise ApiError(409, "busy", "the previous message is still being handled")
         try:
-            active = await self.active_run(session)
-            if active is not None:
+            previous = await self.last_run(session)
+            if previous is not None and not previous.status.finished:
                 raise ApiError(
                     409,
                     "busy",
-                    f"the agent is still working on run {active}; answer its question or "
-                    "wait for its reply before sending a new message",
+                    f"the agent is still working on run {previous.run_id}; answer its "
+                    "question or wait for its reply before sending a new message",
                 )
-            await self.rt.post_to_session(session, {"type": "visitor", "text": text})
-            run_id = await self.rt.start(workflow, text, session=session)
+            visitor: dict[str, Any] = {"type": "visitor", "text": text}
+            if client_id is not None:
+                visitor["client_id"] = client_id
+            kwargs = {"memory": memory} if (memory := _memory(previous, workflow)) else {}
+            await self.rt.post_to_session(session, visitor)
+            run_id = await self.rt.start(workflow, text, session=session, **kwargs)
             await self.bind(session, run_id)
             return run_id
         finally:
@@ -112,3 +137,12 @@ class Sessions:
         if answered_by is None and session is not None:
             answered_by = f"session:{session}"
         return await self.rt.resume_hook(token, payload, answered_by=answered_by)
+
+
+def _memory(previous: RunInfo | None, workflow: str) -> Any:
+    """What the session's previous run of ``workflow`` asked to remember, if anything."""
+    if previous is None or previous.status is not RunStatus.COMPLETED:
+        return None
+    if previous.workflow != workflow or not isinstance(previous.result, dict):
+        return None
+    return previous.result.get("memory")

@@ -2,8 +2,9 @@
 
 Server → page: every message of the session's outbox stream after ``after`` (``0-0`` for a
 fresh page), each with its stream ``id``: prompts (``token``, ``hook``, ``prompt``,
-``schema``, ``expires_at``, plus the hook's current ``state``), agent text chunks, answers,
-expiries, run status. A page that reconnects with the last id it saw gets everything after
+``schema``, ``expires_at``, plus the hook's current ``state``), visitor messages (with the
+page's ``client_id`` when it gave one), agent text chunks, answers, expiries, run status.
+A page that reconnects with the last id it saw gets everything after
 it and nothing twice. The live part comes from the process's shared outbox tailer
 (``server.tailer``); a page that falls more than ``ws_queue_size`` messages behind is
 closed with 4408 (and reconnects with its last id), an unreachable store closes with 1011.
@@ -11,8 +12,9 @@ Replies to the page's own frames: ``ack`` / ``error`` (echoing its ``ref``), ``p
 
 Page → server (JSON text frames of at most ``max_frame_bytes``, at most ``rate`` per
 second): ``{"type": "answer", "token", "payload"}`` (through ``resume_hook``; only hooks of
-this session), ``{"type": "message", "text"}`` (starts the chat workflow), ``{"type":
-"ping"}``. A bad frame gets an error frame and changes nothing.
+this session), ``{"type": "message", "text", "agent"?, "client_id"?}`` (starts the chat
+workflow), ``{"type": "ping"}``. A bad frame gets an error frame and changes nothing. A page
+of an origin the server does not allow (``server.origins``) is closed with 4403.
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ from .tailer import (
 log = logging.getLogger("parley.server.ws")
 
 STREAM_ID_RE = re.compile(r"^\d{1,20}-\d{1,20}$")
+CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 CLOSE_UNKNOWN_SESSION = 4404
 CLOSE_BAD_REQUEST = 4400
+CLOSE_ORIGIN_NOT_ALLOWED = 4403
 CLOSE_POLICY = 1008  # too many rejected frames in a row
 MAX_REJECTED_IN_A_ROW = 50
 REPLAY_BATCH = 100
@@ -226,10 +230,23 @@ class SessionSocket:
             return {"type": "ack", "for": "answer", "token": token, "recorded": recorded}
         if kind == "message":
             workflow = self._chat_workflow(frame.get("agent"))
+            client_id = frame.get("client_id")
+            if client_id is not None and not (
+                isinstance(client_id, str) and CLIENT_ID_RE.match(client_id)
+            ):
+                raise FrameError(
+                    "malformed",
+                    "expected 'client_id' to be 1-64 letters, digits, '-' or '_', got "
+                    f"{client_id!r:.40}",
+                )
             run_id = await self.ctx.sessions.start_chat(
-                self.session, workflow, frame.get("text"), max_chars=self.config.max_message_chars
+                self.session,
+                workflow,
+                frame.get("text"),
+                max_chars=self.config.max_message_chars,
+                client_id=client_id,
             )
-            return {"type": "ack", "for": "message", "run_id": run_id}
+            return {"type": "ack", "for": "message", "run_id": run_id, "client_id": client_id}
         if kind == "ping":
             return {"type": "pong"}
         raise FrameError(
@@ -241,6 +258,16 @@ async def session_socket(websocket: WebSocket) -> None:
     ctx: ServerContext = websocket.app.state.ctx
     session = websocket.path_params["session_id"]
     await websocket.accept()
+    origin = websocket.headers.get("origin")
+    if not ctx.config.origins.allows(origin, websocket.headers.get("host")):
+        await _refuse(
+            websocket,
+            CLOSE_ORIGIN_NOT_ALLOWED,
+            "origin_not_allowed",
+            f"pages of {origin!r:.100} may not use this server; allowed: "
+            f"{ctx.config.origins.describe()} (PARLEY_ALLOWED_ORIGINS)",
+        )
+        return
     after = websocket.query_params.get("after") or "0-0"
     if not STREAM_ID_RE.fullmatch(after):
         await _refuse(
@@ -283,6 +310,7 @@ def limits(config: ServerConfig) -> dict[str, Any]:
         "close_codes": {
             "unknown_session": CLOSE_UNKNOWN_SESSION,
             "bad_request": CLOSE_BAD_REQUEST,
+            "origin_not_allowed": CLOSE_ORIGIN_NOT_ALLOWED,
             "too_slow": CLOSE_TOO_SLOW,
             "unavailable": CLOSE_UNAVAILABLE,
             "going_away": CLOSE_GOING_AWAY,

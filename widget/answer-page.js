@@ -42,6 +42,8 @@ async function submit(payload) {
 
 const form = renderForm(hook.schema, hook.prompt, submit, t, "parley-question");
 form.setAttribute("aria-labelledby", "parley-question");
+// choice buttons are a group named by the question (a form is named the same way)
+if (form.tagName !== "FORM") form.setAttribute("role", "group");
 holder.replaceChildren(form);
 if (hook.expires_at) {
   const note = document.createElement("p");

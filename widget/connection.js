@@ -1,10 +1,12 @@
 // A session's websocket: reconnects with backoff by itself and resumes after the last
-// message id it saw, so a page never gets a message twice.
+// message id it saw, so a page never gets a message twice. The server names a refusal in
+// an error frame before it closes the socket: an unknown (expired) session and a page of
+// an origin it does not allow end the reconnecting; everything else is retried.
 
 const MIN_DELAY_MS = 500;
 const MAX_DELAY_MS = 10000;
 
-function compareIds(a, b) {
+export function compareIds(a, b) {
   const [am, as] = a.split("-").map(Number);
   const [bm, bs] = b.split("-").map(Number);
   return am - bm || as - bs;
@@ -13,9 +15,9 @@ function compareIds(a, b) {
 export class Connection {
   /**
    * @param {object} opts
-   * @param {string} opts.server  base URL of the Parley server (http[s]://host:port)
-   * @param {() => Promise<string>} opts.session  returns the session id (creates one)
-   * @param {() => void} opts.onUnknownSession  the server forgot the session
+   * @param {string} opts.server  base URL of the Parley server (http[s]://host:port/)
+   * @param {string} opts.session  the session id
+   * @param {(code: string) => void} opts.onRefused  "session_not_found" | "origin_not_allowed"
    * @param {(frame: object) => void} opts.onFrame  a new frame from the server
    * @param {(state: string) => void} opts.onState  "connecting" | "open" | "lost"
    */
@@ -26,35 +28,38 @@ export class Connection {
     this.ws = null;
     this.refs = 0;
     this.stopped = false;
-    this.unknownSession = false;
-    // What the server said of itself in its first frame (limits, close codes).
-    this.limits = null;
+    this.refusal = null;
+    this.timer = null;
+    this.limits = null; // what the server said of itself in its first frame
   }
 
-  async start() {
+  get open() {
+    return Boolean(this.ws && this.ws.readyState === WebSocket.OPEN && this.limits);
+  }
+
+  start() {
     this.stopped = false;
     this.opts.onState("connecting");
-    let session;
+    const url = new URL(`ws/sessions/${encodeURIComponent(this.opts.session)}`, this.opts.server);
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    url.searchParams.set("after", this.lastId);
+    let ws;
     try {
-      session = await this.opts.session();
-    } catch (err) {
+      ws = new WebSocket(url);
+    } catch {
       this.scheduleReconnect();
       return;
     }
-    const url = new URL(`/ws/sessions/${encodeURIComponent(session)}`, this.opts.server);
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    url.searchParams.set("after", this.lastId);
-    const ws = new WebSocket(url);
     this.ws = ws;
     ws.onmessage = (event) => this.receive(event.data);
-    ws.onclose = (event) => {
+    ws.onclose = () => {
       if (this.ws !== ws) return;
       this.ws = null;
-      // The server names the refusal in an error frame before it closes the socket.
-      if (this.unknownSession) {
-        this.unknownSession = false;
-        this.lastId = "0-0";
-        this.opts.onUnknownSession();
+      this.limits = null;
+      if (this.refusal) {
+        this.stopped = true;
+        this.opts.onRefused(this.refusal);
+        return;
       }
       if (!this.stopped) this.scheduleReconnect();
     };
@@ -69,11 +74,11 @@ export class Connection {
     }
     if (frame.type === "ready") {
       this.attempt = 0;
-      this.limits = frame.limits || null;
-      this.opts.onState("open");
+      this.limits = frame.limits || {};
     }
-    if (frame.type === "error" && frame.error === "session_not_found" && frame.ref === undefined) {
-      this.unknownSession = true;
+    if (frame.type === "error" && frame.ref === undefined &&
+        (frame.error === "session_not_found" || frame.error === "origin_not_allowed")) {
+      this.refusal = frame.error;
       return;
     }
     if (typeof frame.id === "string") {
@@ -81,6 +86,7 @@ export class Connection {
       this.lastId = frame.id;
     }
     this.opts.onFrame(frame);
+    if (frame.type === "ready") this.opts.onState("open");
   }
 
   scheduleReconnect() {
@@ -88,14 +94,22 @@ export class Connection {
     const delay = Math.min(MAX_DELAY_MS, MIN_DELAY_MS * 2 ** this.attempt);
     this.attempt += 1;
     const jitter = delay * (0.8 + Math.random() * 0.4);
-    setTimeout(() => {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
       if (!this.stopped) this.start();
     }, jitter);
   }
 
+  /** Reconnect now (the browser says it is back online). */
+  retryNow() {
+    if (this.stopped || this.ws) return;
+    clearTimeout(this.timer);
+    this.start();
+  }
+
   /** Send a frame; returns its ref, or null when the socket is not open. */
   send(frame) {
-    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return null;
+    if (!this.open) return null;
     const ref = `r${++this.refs}`;
     this.ws.send(JSON.stringify({ ...frame, ref }));
     return ref;
@@ -103,6 +117,11 @@ export class Connection {
 
   stop() {
     this.stopped = true;
-    if (this.ws) this.ws.close();
+    clearTimeout(this.timer);
+    if (this.ws) {
+      const ws = this.ws;
+      this.ws = null;
+      ws.close();
+    }
   }
 }

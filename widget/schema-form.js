@@ -1,6 +1,11 @@
 // Render a prompt's answer form from its JSON Schema:
 // enum → buttons, boolean → Yes/No, string → text box, number → number box,
-// object → a small form of those; no schema → text box.
+// object → a small form of those; no schema → text box. And say an answer back in words.
+//
+// Field order of an object: the engine stores schemas with their keys sorted, so the
+// order of `properties` is lost. The form follows the schema's own "x-order" (an array of
+// property names) when it has one, else the order of "required", then the other
+// properties. Arrays keep their order through JSON, so either survives.
 
 let counter = 0;
 
@@ -15,8 +20,19 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** The property names of an object schema, in the order the form shows them. */
+export function fieldOrder(schema) {
+  const names = Object.keys(schema.properties || {});
+  const order = [];
+  const explicit = Array.isArray(schema["x-order"]) ? schema["x-order"] : [];
+  for (const name of [...explicit, ...(schema.required || []), ...names]) {
+    if (names.includes(name) && !order.includes(name)) order.push(name);
+  }
+  return order;
+}
+
 function choiceButtons(values, labels, submit) {
-  const group = el("div", { class: "parley-choices", role: "group" });
+  const group = el("div", { class: "parley-choices" });
   values.forEach((value, i) => {
     const button = el("button", { type: "button", class: "parley-choice", text: labels[i] });
     button.addEventListener("click", () => submit(value));
@@ -25,9 +41,10 @@ function choiceButtons(values, labels, submit) {
   return group;
 }
 
-function field(name, schema, required) {
+function field(name, schema, required, t, { labelledBy = null } = {}) {
   const id = `parley-field-${++counter}`;
-  const label = el("label", { for: id, text: schema.title || name });
+  // A lone answer box is named by the question above it (shown once, not twice).
+  const label = labelledBy ? null : el("label", { for: id, text: schema.title || name });
   let input;
   if (Array.isArray(schema.enum)) {
     input = el("select", { id, name });
@@ -37,11 +54,14 @@ function field(name, schema, required) {
     return { node: el("div", { class: "parley-field parley-check" }, input, label), read: () => input.checked };
   } else if (schema.type === "number" || schema.type === "integer") {
     input = el("input", { id, name, type: "number", step: schema.type === "integer" ? "1" : "any" });
+    if (typeof schema.minimum === "number") input.min = String(schema.minimum);
+    if (typeof schema.maximum === "number") input.max = String(schema.maximum);
   } else {
     input = el("input", { id, name, type: schema.format === "email" ? "email" : "text", autocomplete: "off" });
     if (schema.maxLength) input.setAttribute("maxlength", String(schema.maxLength));
   }
   if (required) input.required = true;
+  if (labelledBy) input.setAttribute("aria-labelledby", labelledBy);
   const read = () => {
     if (schema.type === "number") return input.value === "" ? undefined : Number(input.value);
     if (schema.type === "integer") return input.value === "" ? undefined : parseInt(input.value, 10);
@@ -53,23 +73,25 @@ function field(name, schema, required) {
 
 /**
  * @param {object|null} schema  the hook's JSON Schema
- * @param {string} question  the prompt text (used as the label of a lone text box)
+ * @param {string} question  the prompt text (the accessible name of a lone text box)
  * @param {(payload: any) => void} submit
+ * @param {(key: string) => string} t  the widget's strings
+ * @param {string} questionId  the id of the element showing the question
  * @returns {HTMLElement}
  */
-export function renderForm(schema, question, submit) {
+export function renderForm(schema, question, submit, t, questionId) {
   schema = schema || { type: "string" };
   if (Array.isArray(schema.enum)) {
     return choiceButtons(schema.enum, schema.enum.map(String), submit);
   }
   if (schema.type === "boolean") {
-    return choiceButtons([true, false], ["Yes", "No"], submit);
+    return choiceButtons([true, false], [t("yes"), t("no")], submit);
   }
   const form = el("form", { class: "parley-form", novalidate: "" });
   let read;
   if (schema.type === "object" && schema.properties) {
     const required = new Set(schema.required || []);
-    const fields = Object.entries(schema.properties).map(([name, sub]) => [name, field(name, sub, required.has(name))]);
+    const fields = fieldOrder(schema).map((name) => [name, field(name, schema.properties[name], required.has(name), t)]);
     for (const [, f] of fields) form.append(f.node);
     read = () => {
       const out = {};
@@ -80,15 +102,30 @@ export function renderForm(schema, question, submit) {
       return out;
     };
   } else {
-    const f = field("answer", { ...schema, title: schema.title || question || "Your answer" }, true);
+    const f = field("answer", { ...schema, title: question || schema.title || t("yourAnswer") }, true, t, { labelledBy: questionId });
     form.append(f.node);
     read = f.read;
   }
-  form.append(el("button", { type: "submit", class: "parley-submit", text: "Send answer" }));
+  form.append(el("button", { type: "submit", class: "parley-submit", text: t("sendAnswer") }));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     if (!form.reportValidity()) return;
     submit(read());
   });
   return form;
+}
+
+/** An answer said back as text: "Yes", "Ada", "Name: Ada · Plan: Pro". */
+export function describeAnswer(schema, payload, t) {
+  if (payload === true) return t("yes");
+  if (payload === false) return t("no");
+  if (payload === null || payload === undefined) return "—";
+  if (typeof payload !== "object") return String(payload);
+  if (Array.isArray(payload)) return payload.map((item) => describeAnswer({}, item, t)).join(", ");
+  const properties = (schema && schema.properties) || {};
+  const known = schema && schema.properties ? fieldOrder(schema) : [];
+  const names = [...known.filter((name) => name in payload), ...Object.keys(payload).filter((name) => !known.includes(name))];
+  return names
+    .map((name) => `${(properties[name] && properties[name].title) || name}: ${describeAnswer(properties[name] || {}, payload[name], t)}`)
+    .join(" · ");
 }

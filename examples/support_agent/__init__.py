@@ -8,14 +8,20 @@ re-executes from the top: it restores the transcript from the checkpoint, append
 answer (or "the visitor did not respond" on timeout) as the tool result and continues the
 loop — earlier model turns are not re-run, so their streamed text is not shown again.
 
-Environment (read by the worker): ``PARLEY_DEMO_PROMPT_TIMEOUT`` (default ``10m``),
-``PARLEY_DEMO_CHUNK_DELAY`` seconds between streamed chunks (default ``0.03``).
+Memory: the workflow returns ``{"reply", "memory"}``; the server starts the session's next
+run with that ``memory`` (``server.sessions``), so the agent sees the earlier exchanges —
+the visitor's messages, its questions and their answers, its replies — as plain messages.
+At most :data:`MEMORY_MESSAGES` messages of at most :data:`MEMORY_CHARS` characters each
+are kept (the oldest dropped).
+
+Environment (read by the worker, see ``runtime.settings.DemoSettings``):
+``PARLEY_DEMO_PROMPT_TIMEOUT`` (default ``10m``), ``PARLEY_DEMO_CHUNK_DELAY`` seconds between
+streamed chunks (default ``0.03``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import orjson
@@ -31,6 +37,7 @@ from runtime import (
     step_hook,
     workflow,
 )
+from runtime.settings import DemoSettings
 
 from .. import trace
 from .agent import TOOLS, HookInterrupt, run_agent
@@ -41,6 +48,8 @@ __all__ = ["agent_step", "support_agent"]
 log = logging.getLogger("parley.demo")
 
 SYSTEM = "You are Parley's support agent. Use the tools; ask the visitor when unsure."
+MEMORY_MESSAGES = 20
+MEMORY_CHARS = 1000
 
 
 class AgentRun:
@@ -80,18 +89,44 @@ def as_text(answer: Any) -> str:
     return answer if isinstance(answer, str) else orjson.dumps(answer).decode()
 
 
+def remember(messages: list[Message]) -> list[Message]:
+    """The conversation as plain messages, bounded: what the next run starts from."""
+    out: list[Message] = []
+    asked: dict[str, str] = {}
+    for m in messages:
+        if m["role"] == "user":
+            out.append({"role": "user", "content": m["content"]})
+        elif m["role"] == "assistant":
+            for call in m.get("tool_calls") or []:
+                if call["name"] == "ask_visitor":
+                    asked[call["id"]] = str(call["args"].get("question", ""))
+            if not m.get("tool_calls"):
+                out.append({"role": "assistant", "content": m["content"]})
+        elif m["role"] == "tool" and m["tool_call_id"] in asked:
+            out.append({"role": "assistant", "content": asked[m["tool_call_id"]]})
+            out.append({"role": "user", "content": m["content"]})
+    return [
+        {"role": m["role"], "content": str(m["content"])[:MEMORY_CHARS], "tool_calls": []}
+        if m["role"] == "assistant"
+        else {"role": m["role"], "content": str(m["content"])[:MEMORY_CHARS]}
+        for m in out[-MEMORY_MESSAGES:]
+    ]
+
+
 @step(name="agent")
-async def agent_step(message: str) -> str:
+async def agent_step(message: str, memory: list[Message] | None = None) -> dict[str, Any]:
     ctx = AgentRun()
-    model = ScriptedModel(
-        chunk_delay=float(os.environ.get("PARLEY_DEMO_CHUNK_DELAY", "0.03")),
-        count=ctx.count_model_call,
-    )
+    settings = DemoSettings.from_env()
+    model = ScriptedModel(chunk_delay=settings.chunk_delay, count=ctx.count_model_call)
     checkpoint = await load_step_checkpoint()
     messages: list[Message]
     pending: dict[str, Any] | None
     if checkpoint is None:
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": message}]
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            *remember(memory or []),
+            {"role": "user", "content": message},
+        ]
         pending = None
     else:  # re-executed after a suspension: the transcript, not the model, is the truth
         messages, pending = checkpoint["messages"], checkpoint["pending"]
@@ -106,7 +141,7 @@ async def agent_step(message: str) -> str:
         if pending is not None:
             answer = await step_hook(
                 pending["hook"],
-                timeout=os.environ.get("PARLEY_DEMO_PROMPT_TIMEOUT", "10m"),
+                timeout=settings.prompt_timeout,
                 on_created=surfaced,
                 schema=answer_schema(pending["args"]),
                 on_timeout="return",
@@ -133,11 +168,11 @@ async def agent_step(message: str) -> str:
             await save_step_checkpoint({"messages": messages, "pending": pending})
             continue
         await delete_step_checkpoint()
-        return reply
+        return {"reply": reply, "memory": remember(messages)}
 
 
 @workflow(name="support_agent")
-async def support_agent(message: str) -> dict[str, Any]:
-    """One visitor message → the agent's reply (it may ask the visitor on the way)."""
-    reply = await agent_step(message)
-    return {"reply": reply}
+async def support_agent(message: str, memory: list[Message] | None = None) -> dict[str, Any]:
+    """One visitor message → the agent's reply (it may ask the visitor on the way);
+    ``memory``: the session's earlier exchanges, as the previous run returned them."""
+    return await agent_step(message, memory)

@@ -23,7 +23,23 @@ NO_RESPONSE = "the visitor did not respond"
 
 
 def assistant_turns(messages: list[Message]) -> int:
-    return sum(1 for m in messages if m["role"] == "assistant")
+    """Assistant messages since the visitor's latest message (this exchange's turns)."""
+    return sum(1 for m in current_exchange(messages) if m["role"] == "assistant")
+
+
+def current_exchange(messages: list[Message]) -> list[Message]:
+    """The messages from the visitor's latest one on (earlier ones are the memory)."""
+    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=0)
+    return messages[last_user:]
+
+
+def known_product(messages: list[Message]) -> str | None:
+    """A product the visitor named in an earlier exchange (the conversation's memory)."""
+    earlier = messages[: len(messages) - len(current_exchange(messages))]
+    for message in reversed(earlier):
+        if message["role"] == "user" and message["content"] in PRODUCTS:
+            return str(message["content"])
+    return None
 
 
 class ScriptedModel:
@@ -47,15 +63,27 @@ class ScriptedModel:
         return {"role": "assistant", "content": content, "tool_calls": tool_calls}
 
     def _script(self, messages: list[Message], turn: int) -> tuple[str, list[dict[str, Any]]]:
-        question = next(m["content"] for m in messages if m["role"] == "user")
-        results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+        exchange = current_exchange(messages)
+        question = exchange[0]["content"]
+        results = {m["tool_call_id"]: m["content"] for m in exchange if m["role"] == "tool"}
+        if turn == 0 and LONG_ANSWER.search(question):
+            return long_answer(), []
         if turn == 0:
             return "Let me look that up for you. ", [
                 _call(turn, 0, "search_kb", {"query": question})
             ]
+        product = known_product(messages)
+        wants_email = bool(re.search(r"\b(e-?mail|contact)\b", question, re.I))
+        if turn == 1 and product is not None and not wants_email:  # remembered earlier
+            article = results.get("call-0-0", "")
+            return (
+                f"I found an article: {article} Since you use **{product}**: restart the "
+                "worker, check that Redis is reachable, and your runs will resume where "
+                "they stopped.",
+                [],
+            )
         if turn == 1:
             article = results.get("call-0-0", "")
-            wants_email = bool(re.search(r"\b(e-?mail|contact)\b", question, re.I))
             args: dict[str, Any] = (
                 {"question": "Which email address should we use to reach you?"}
                 if wants_email
@@ -77,6 +105,18 @@ class ScriptedModel:
             "your runs will resume where they stopped.",
             [],
         )
+
+
+LONG_ANSWER = re.compile(r"\b(everything|long answer|all the steps)\b", re.I)
+
+
+def long_answer() -> str:
+    """A long markdown answer (120 chunks of three words), for visitors who ask for it."""
+    steps = [
+        f"{i}. Check **step {i}** of the [runbook](https://example.org/runbook#{i}) now."
+        for i in range(1, 45)
+    ]
+    return "Here is everything:\n\n" + "\n".join(steps) + "\n\nThat is all."
 
 
 def _call(turn: int, n: int, name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import orjson
 from ..client import Runtime
 from ..errors import ParleyError, UsageError
 from ..models import Event, RunStatus
+from ..settings import DEFAULT_URL
 
 
 def add_commands(sub: Any, add_common: Any) -> None:
@@ -49,11 +50,39 @@ def add_commands(sub: Any, add_common: Any) -> None:
     resume.add_argument("--payload", required=True, help="the answer, as JSON")
     for parser in (listing, show, cancel, retry, export, hooks_list, resume):
         add_common(parser)
+        add_allow_memory(parser)
         parser.add_argument("--json", action="store_true", help="machine-readable output")
         parser.set_defaults(handler=_command)
 
 
+def add_allow_memory(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-memory",
+        action="store_true",
+        help="run on the embedded memory:// store (it lives in this process only)",
+    )
+
+
+def embedded_store_refused(args: argparse.Namespace, what: str) -> bool:
+    """True (and said on stderr) when ``args`` would run on the embedded ``memory://``
+    store without ``--allow-memory``: it lives in this one process, so an operator would
+    see an empty store, and a worker would never see the runs a server started."""
+    url = args.redis or DEFAULT_URL
+    if not url.startswith("memory://") or args.allow_memory:
+        return False
+    where = "no --redis URL or REDIS_URL was given" if args.redis is None else f"--redis {url}"
+    print(
+        f"parley {what}: refusing the embedded memory:// store ({where}): it lives in this "
+        f"process only, so {what} would see nothing another process stored. Give --redis "
+        "redis://host:port (or set REDIS_URL), or --allow-memory to use it anyway.",
+        file=sys.stderr,
+    )
+    return True
+
+
 def _command(args: argparse.Namespace) -> int:
+    if embedded_store_refused(args, f"{args.command} {args.action}"):
+        return 2
     return asyncio.run(run(args))
 
 

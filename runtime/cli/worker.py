@@ -12,6 +12,7 @@ from ..client import Runtime
 from ..ids import check_name
 from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
 from ..worker import Worker
+from .ops import add_allow_memory, embedded_store_refused
 
 
 def add_command(sub: Any, add_common: Any) -> None:
@@ -47,10 +48,13 @@ def add_command(sub: Any, add_common: Any) -> None:
         default=Settings.from_env().metrics_port,
         help="serve Prometheus metrics on this port (0: off)",
     )
+    add_allow_memory(parser)
     parser.set_defaults(handler=_worker_command)
 
 
 def _worker_command(args: argparse.Namespace) -> int:
+    if embedded_store_refused(args, "worker"):
+        return 2
     asyncio.run(_run_worker(args))
     return 0
 

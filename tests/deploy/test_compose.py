@@ -75,8 +75,11 @@ def test_environment_names_are_read_by_the_code(compose: dict[str, Any]) -> None
             assert url.startswith("redis://redis:6379"), url  # the redis service
 
 
-def test_dockerfile_installs_the_package() -> None:
+def test_dockerfile_installs_the_built_wheel_not_the_source_tree() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     for folder in ("runtime", "server", "examples", "widget"):
         assert f"COPY {folder} ./{folder}" in dockerfile
-    assert "pip install" in dockerfile and "EXPOSE 8000 9100" in dockerfile
+    assert "pip wheel --no-cache-dir --no-deps --wheel-dir /dist ." in dockerfile
+    assert "pip install --no-cache-dir /dist/*.whl" in dockerfile
+    assert "-e ." not in dockerfile and "EXPOSE 8000 9100" in dockerfile
+    # what the wheel install is proven to serve: tests/deploy/test_wheel.py

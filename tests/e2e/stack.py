@@ -20,6 +20,8 @@ from tests.processes import PARTITIONS, ROOT, WorkerProcess
 API_KEY = "e2e-key-7f3a9c"
 APP = "examples.support_agent"
 SECOND_APP = "examples.langchain_agent"  # the /langchain demo (the dev extras install it)
+TEST_APP = "tests.apps.widget_app"  # chat workflows of the widget's tests
+CHAT_WORKFLOWS = "langchain_agent,widget_kinds,widget_markup"
 
 
 def free_port() -> int:
@@ -56,6 +58,8 @@ class Stack:
                 APP,
                 "--app",
                 SECOND_APP,
+                "--app",
+                TEST_APP,
                 "--redis",
                 self.redis_url,
                 "--partitions",
@@ -73,7 +77,7 @@ class Stack:
                 **self.env,
                 "PARLEY_API_KEY": API_KEY,
                 "PARLEY_CHAT_WORKFLOW": "support_agent",
-                "PARLEY_CHAT_WORKFLOWS": "langchain_agent",
+                "PARLEY_CHAT_WORKFLOWS": CHAT_WORKFLOWS,
             },
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
@@ -104,7 +108,11 @@ class Stack:
 
     def start_worker(self) -> WorkerProcess:
         worker = WorkerProcess(
-            self.redis_url, APP, lease=2.0, extra_env=self.env, extra_args=("--app", SECOND_APP)
+            self.redis_url,
+            APP,
+            lease=2.0,
+            extra_env=self.env,
+            extra_args=("--app", SECOND_APP, "--app", TEST_APP),
         )
         self.workers.append(worker)
         return worker

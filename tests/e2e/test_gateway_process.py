@@ -76,13 +76,13 @@ def test_frame_limits_and_session_isolation_over_real_sockets(stack: Stack) -> N
     assert [h["token"] for h in stack.pending_hooks()] == [prompt["token"]]
 
 
-def test_parley_demo_runs_on_the_embedded_store() -> None:
+def test_parley_demo_runs_on_the_embedded_store_with_volatile() -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PARLEY_API_KEY")}
     env["PARLEY_DEMO_CHUNK_DELAY"] = "0"
     with tempfile.NamedTemporaryFile(prefix="parley-demo-", suffix=".log") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "demo", "--port", str(port)],
+            [sys.executable, "-m", "runtime.cli", "demo", "--volatile", "--port", str(port)],
             cwd=ROOT,
             env=env,
             stdout=log,

@@ -1,0 +1,70 @@
+"""Chat workflows the widget's browser tests talk to (registered on import; the e2e stack
+offers them as chat workflows a page picks with ``data-agent``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime import current_run, emit, step, step_hook, workflow
+
+KINDS = "widget_kinds"
+MARKUP = "widget_markup"
+
+CONTACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "Contact",
+    "properties": {
+        "name": {"type": "string", "title": "Your name", "minLength": 1},
+        "email": {"type": "string", "title": "Email", "format": "email"},
+        "plan": {"type": "string", "title": "Plan", "enum": ["Free", "Pro"]},
+        "seats": {"type": "integer", "title": "Seats", "minimum": 1},
+        "newsletter": {"type": "boolean", "title": "Newsletter"},
+    },
+    # Neither alphabetical nor the order of "required": the form must follow it.
+    "x-order": ["name", "email", "seats", "plan", "newsletter"],
+    "required": ["email", "name"],
+}
+
+# Markup and scripts in agent text and in prompts: all of it must stay text.
+XSS_TEXT = (
+    '**Bold** and a [safe link](https://example.org/docs "docs"), a list:\n\n'
+    "- one\n- two\n\n"
+    '`<code>` and <img src=x onerror="window.__xss=1"> and <script>window.__xss=2</script> '
+    "and [bad link](javascript:window.__xss=3) and <b>raw bold</b>."
+)
+XSS_QUESTION = '<b>Pick</b> one <img src=x onerror="window.__xss=4">'
+XSS_CHOICES = ["<i>first</i>", "second <script>window.__xss=5</script>"]
+
+
+@step(name="say")
+async def say(key: str, text: str) -> None:
+    await emit(
+        {"type": "text", "message_id": f"{current_run().run_id}:{key}", "seq": 0, "delta": text}
+    )
+
+
+@step(name="ask")
+async def ask(name: str, prompt: str, schema: dict[str, Any]) -> Any:
+    return await step_hook(name, prompt=prompt, schema=schema, timeout="10m")
+
+
+@workflow(name=KINDS)
+async def widget_kinds(message: str) -> dict[str, Any]:
+    """Every kind of prompt the widget renders, one after the other."""
+    plan = await ask("plan", "Which plan?", {"type": "string", "enum": ["Free", "Pro"]})
+    more = await ask("more", "Shall we go on?", {"type": "boolean"})
+    city = await ask("city", "Which city?", {"type": "string", "minLength": 1})
+    count = await ask("count", "How many users?", {"type": "integer", "minimum": 1})
+    contact = await ask("contact", "How do we reach you?", CONTACT_SCHEMA)
+    reply = f"Done: {plan}, {more}, {city}, {count}, {contact['name']} ({contact['email']})."
+    await say("done", reply)
+    return {"reply": reply}
+
+
+@workflow(name=MARKUP)
+async def widget_markup(message: str) -> dict[str, Any]:
+    """Agent text and a prompt full of markup."""
+    await say("xss", XSS_TEXT)
+    choice = await ask("pick", XSS_QUESTION, {"type": "string", "enum": XSS_CHOICES})
+    await say("end", f"You picked {choice}")
+    return {"reply": str(choice)}

@@ -1,0 +1,153 @@
+// Sending, for the chat: what the visitor writes is shown at once and queued; it goes to
+// the server when the connection is open and the agent is free (one message at a time:
+// the server refuses a new one while the session's run is going). A refusal the visitor
+// can do nothing about shows the reason and a Retry button; "busy" and "rate limited" are
+// retried by themselves. Answers to prompts go the same way, at once.
+//
+// These are methods of ChatWidget (chat.js installs them on its prototype).
+
+import { reason } from "./i18n.js";
+import { VisitorBubble } from "./messages.js";
+
+const BUSY_RETRY_MS = 2000;
+
+export const sending = {
+  /** Send `text` as the visitor (queued until it can be sent). */
+  send(text) {
+    const clean = String(text ?? "").trim();
+    if (!clean) return;
+    if (this.expired) this.startOver({ keepLog: true });
+    const clientId = `c${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+    const bubble = new VisitorBubble(clean, this.lang, this.t);
+    this.visitors.set(clientId, { bubble, text: clean, state: "queued", ref: null });
+    this.queue.push(clientId);
+    this.add(bubble.node, { force: true });
+    this.noteQueued(clientId);
+    this.flush();
+  },
+
+  onAck(frame) {
+    const sent = frame.ref && this.refs.get(frame.ref);
+    if (!sent) return;
+    this.refs.delete(frame.ref);
+    if (sent.kind === "message") {
+      this.activeRun = frame.run_id;
+      this.touch();
+      const item = this.visitors.get(sent.clientId);
+      if (item && item.state !== "sent") {
+        item.state = "sent";
+        item.bubble.setState("sent");
+      }
+      this.dequeue(sent.clientId);
+    }
+  },
+
+  onError(frame) {
+    const sent = frame.ref && this.refs.get(frame.ref);
+    if (!sent) return;
+    this.refs.delete(frame.ref);
+    const why = reason(this.t, frame.error);
+    if (sent.kind === "answer") {
+      const card = this.prompts.get(sent.token);
+      if (card && card.state === "sending") {
+        const settled = { hook_expired: "expired", hook_cancelled: "cancelled", run_finished: "cancelled" }[frame.error];
+        if (settled) this.settlePrompt(sent.token, settled);
+        else {
+          card.setState("pending", this.t("notAccepted", { reason: why }));
+          this.refresh();
+          card.firstControl()?.focus();
+        }
+      }
+      return;
+    }
+    if (this.activeRun === "starting") this.activeRun = null;
+    const item = this.visitors.get(sent.clientId);
+    if (!item) return;
+    if (frame.error === "busy" || frame.error === "rate_limited" || frame.error === "store_unavailable") {
+      item.state = "queued"; // sent again by itself once the agent is free
+      this.noteQueued(sent.clientId);
+      setTimeout(() => this.flush(), BUSY_RETRY_MS);
+      return;
+    }
+    this.fail(sent.clientId, why);
+  },
+
+  sendFromComposer() {
+    const input = this.view.input;
+    const text = input.value;
+    if (!text.trim()) return;
+    input.value = "";
+    this.send(text);
+    input.focus();
+  },
+
+  busy() {
+    return Boolean(this.waitingPrompt() || this.activeRun) || [...this.refs.values()].some((r) => r.kind === "message");
+  },
+
+  /** Send the first queued message when the connection is open and the agent is free. */
+  flush() {
+    const clientId = this.queue.find((id) => this.visitors.get(id)?.state === "queued");
+    if (!clientId) return;
+    if (!this.conn || !this.conn.open || this.busy()) {
+      this.noteQueued(clientId);
+      return;
+    }
+    const item = this.visitors.get(clientId);
+    const frame = { type: "message", text: item.text, client_id: clientId };
+    if (this.agent) frame.agent = this.agent;
+    const ref = this.conn.send(frame);
+    if (!ref) return;
+    item.state = "sending";
+    item.ref = ref;
+    item.bubble.setState("sending", { note: this.t("sending") });
+    this.refs.set(ref, { kind: "message", clientId });
+    this.activeRun = "starting";
+    this.touch();
+    this.refresh();
+  },
+
+  noteQueued(clientId) {
+    const item = this.visitors.get(clientId);
+    if (!item || item.state !== "queued") return;
+    const offline = !this.conn || !this.conn.open;
+    const note = offline ? this.t("queuedOffline") : this.busy() ? this.t("queuedBusy") : this.t("queued");
+    item.bubble.setState("queued", { note });
+  },
+
+  dequeue(clientId) {
+    this.queue = this.queue.filter((id) => id !== clientId);
+    const item = this.visitors.get(clientId);
+    if (item) item.state = "sent";
+  },
+
+  fail(clientId, why) {
+    const item = this.visitors.get(clientId);
+    if (!item) return;
+    item.state = "failed";
+    item.bubble.setState("failed", {
+      note: this.t("notSent", { reason: why }),
+      onRetry: () => {
+        item.state = "queued";
+        if (!this.queue.includes(clientId)) this.queue.push(clientId);
+        this.noteQueued(clientId);
+        this.flush();
+        this.view.input.focus();
+      },
+    });
+  },
+
+  answer(token, payload) {
+    const card = this.prompts.get(token);
+    const ref = this.conn ? this.conn.send({ type: "answer", token, payload }) : null;
+    if (!card) return;
+    if (!ref) {
+      card.note.textContent = this.t("tryAgain");
+      return;
+    }
+    this.refs.set(ref, { kind: "answer", token });
+    card.setState("sending", this.t("sending"));
+    this.refresh();
+    this.view.input.focus();
+  }
+};
