@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import orjson
 
-from ._codec import Duration, encode_fragment, encode_value, loads, parse_duration
+from ._codec import Duration, dumps, encode_fragment, encode_value, loads, parse_duration
 from .errors import (
     EventLimitExceeded,
     HookAlreadyAnswered,
@@ -31,6 +31,7 @@ from .errors import (
     WaitTimeout,
     WorkflowNotFound,
 )
+from .history import history_before, restart_point
 from .ids import (
     check_idempotency_key,
     check_new_run_id,
@@ -302,6 +303,27 @@ class Runtime:
                 f"only a blocked run can be retried; this one is {retried.run_status}",
                 run_id=run_id,
             )
+
+    async def restart(self, run_id: str, from_step: str | None = None) -> str:
+        """Continue a run as a new one from a step: the new run keeps the recorded results
+        of the steps before ``from_step`` (a step id like ``charge-0``, or a step name) and
+        executes again from there; by default from the step that failed or was cut short.
+        For a failed or cancelled run, or to fork one that completed or waits. Returns the
+        new run's id; the runs are linked (``restarted_from`` / ``restarted_as``)."""
+        info = await self.get_run(run_id)
+        if info.status in (RunStatus.PENDING, RunStatus.RUNNING):
+            raise UsageError(
+                f"a {info.status.value} run cannot be restarted now; wait for it to finish, "
+                "fail or suspend (or cancel it)",
+                run_id=run_id,
+            )
+        events = await self.events(run_id)
+        copied = history_before(events, restart_point(events, from_step))
+        new_id = self.store.new_run_id_beside(run_id)
+        await self.store.restart(
+            run_id, new_id, info.workflow, info.session, [(e.type, dumps(e.data)) for e in copied]
+        )
+        return new_id
 
     async def cancel(self, run_id: str, reason: str | None = None) -> None:
         """Cancel a pending, running or suspended run: its pending hooks and deadlines are

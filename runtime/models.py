@@ -126,6 +126,8 @@ class RunInfo:
     created_at: float | None = None
     hooks: list[HookInfo] = field(default_factory=list)
     version: str | None = None  # the version of the worker that first executed it
+    restarted_from: str | None = None  # the run this one continues (Runtime.restart)
+    restarted_as: str | None = None  # the run that continues this one
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} {self.status.value}>"
@@ -141,6 +143,8 @@ class RunInfo:
             "session": self.session,
             "created_at": self.created_at,
             "version": self.version,
+            "restarted_from": self.restarted_from,
+            "restarted_as": self.restarted_as,
             "hooks": [h.to_json() for h in self.hooks],
             "pending_hooks": [h.to_json() for h in self.hooks if h.status is HookStatus.PENDING],
         }

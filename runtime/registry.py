@@ -25,6 +25,9 @@ class StepOptions:
     retry_delay: float
     backoff: float
     timeout: float | None
+    # the patch ids the step's code asks about (``patched("...")`` in its source): a step
+    # records them when it starts, so a later execution knows which code began it
+    patches: frozenset[str] = frozenset()
 
 
 _workflows: dict[str, WorkflowDef] = {}

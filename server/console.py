@@ -9,7 +9,7 @@ run and hook endpoints of :mod:`server.api` it uses:
 | ``GET /api/whoami`` | reader | the key's name, scope and permissions |
 | ``GET /api/keys`` | admin | the configured keys (names and scopes, never secrets) |
 | ``GET /api/runs?status&workflow&session&q&since&until&offset`` | reader | runs, paged |
-| ``POST /api/runs/{id}/restart`` | admin | a new run of the same workflow with the same input |
+| ``POST /api/runs/{id}/restart`` | admin | a new run continuing this one from a step |
 | ``GET /api/live`` | reader | server-sent events: ``hooks`` (every pending hook) on each change |
 | ``GET /api/stats/history`` | reader | store-wide counters sampled over the last hour |
 """
@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from runtime import RunInfo, RunStatus
 
-from .api import _json, api_key_of, ctx_of, require_api_key
+from .api import _json, api_key_of, ctx_of, expect_object, read_json, require_api_key
 from .auth import Permission
 from .errors import ApiError
 
@@ -118,15 +118,17 @@ async def list_runs(request: Request) -> Response:
 
 
 async def restart_run(request: Request) -> Response:
-    """A new run of the run's workflow with its input (the old run is left as it is)."""
+    """A new run that continues this one from a step (``{"from_step"}``; default: the
+    step that failed or was cut short), keeping the results before it."""
     ctx = require_api_key(request, Permission.START)
     run_id = request.path_params["run_id"]
-    info = await ctx.runtime.get_run(run_id)
-    events = await ctx.runtime.events(run_id)
-    started = events[0].data if events else {}
-    new_id = await ctx.runtime.start(
-        info.workflow, *started.get("args", []), **started.get("kwargs", {})
+    body = expect_object(
+        await read_json(request, limit=ctx.config.max_body_bytes, required=False), "the body"
     )
+    from_step = body.get("from_step")
+    if from_step is not None and not isinstance(from_step, str):
+        raise ApiError(400, "malformed", "expected 'from_step' to be a step id or name")
+    new_id = await ctx.runtime.restart(run_id, from_step)
     return _json({"run_id": new_id, "restarted_from": run_id, "status": "pending"}, 201)
 
 

@@ -36,6 +36,13 @@ def add_commands(sub: Any, add_common: Any) -> None:
         "retry", help="send a blocked run back to the workers (once matching code is deployed)"
     )
     retry.add_argument("run_id")
+    restart = runs_sub.add_parser(
+        "restart", help="continue a run as a new one from a step (keeps the steps before it)"
+    )
+    restart.add_argument("run_id")
+    restart.add_argument(
+        "--from-step", help="a step id (charge-0) or name; default: the step that failed"
+    )
     export = runs_sub.add_parser(
         "export", help="a run and its whole log as JSON (for `parley replay --file`)"
     )
@@ -48,7 +55,7 @@ def add_commands(sub: Any, add_common: Any) -> None:
     resume = hooks_sub.add_parser("resume", help="answer a hook (the same resume_hook path)")
     resume.add_argument("token")
     resume.add_argument("--payload", required=True, help="the answer, as JSON")
-    for parser in (listing, show, cancel, retry, export, hooks_list, resume):
+    for parser in (listing, show, cancel, retry, restart, export, hooks_list, resume):
         add_common(parser)
         add_allow_memory(parser)
         parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -173,6 +180,15 @@ async def _runs_retry(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _runs_restart(rt: Runtime, args: argparse.Namespace) -> int:
+    new_id = await rt.restart(args.run_id, args.from_step)
+    if args.json:
+        _print_json({"run_id": new_id, "restarted_from": args.run_id, "status": "pending"})
+    else:
+        print(f"restarted {args.run_id} as {new_id}")
+    return 0
+
+
 async def _runs_export(rt: Runtime, args: argparse.Namespace) -> int:
     run = await rt.get_run(args.run_id)
     events = await rt.events(args.run_id)
@@ -210,6 +226,7 @@ _COMMANDS = {
     ("runs", "show"): _runs_show,
     ("runs", "cancel"): _runs_cancel,
     ("runs", "retry"): _runs_retry,
+    ("runs", "restart"): _runs_restart,
     ("runs", "export"): _runs_export,
     ("hooks", "list"): _hooks_list,
     ("hooks", "resume"): _hooks_resume,

@@ -58,6 +58,8 @@ class ReplayIndex:
     calls: dict[int, Call] = field(default_factory=dict)
     step_waits: dict[str, str] = field(default_factory=dict)  # step id -> its last wait
     patches: set[tuple[str, str | None]] = field(default_factory=set)  # (patch, step id)
+    # the patch ids the code that began each step knew (step.started)
+    step_patches: dict[str, frozenset[str]] = field(default_factory=dict)
     # When each answer, expiry or timer came (its event id: their order decides a first()).
     completed_at: dict[str, tuple[int, int]] = field(default_factory=dict)
     firsts: dict[int, int] = field(default_factory=dict)  # first() position -> winner
@@ -95,6 +97,7 @@ def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.started.add((data["step_id"], attempt))
     if attempt == 0:
         _call(index, data, Call("step", data.get("name", ""), data.get("args")))
+        index.step_patches[data["step_id"]] = frozenset(data.get("patches", ()))
 
 
 def _step_completed(index: ReplayIndex, data: dict[str, Any]) -> None:

@@ -63,6 +63,8 @@ async def call_step(
                 started["seq"] = position
                 if digest is not None:
                     started["args"] = digest
+                if options.patches:
+                    started["patches"] = sorted(options.patches)
             execution.record(EventType.STEP_STARTED, started)
             _faults.crash_point("after_step_start")
         else:

@@ -179,6 +179,21 @@ class Store(Protocol):
         """A fresh run id (the same one for the same ``idempotency_key``); a session's runs
         get ids that live next to its messages."""
 
+    def new_run_id_beside(self, run_id: str) -> str:
+        """A fresh run id that lives next to ``run_id`` (for a run that continues it)."""
+
+    async def restart(
+        self,
+        old_run_id: str,
+        run_id: str,
+        workflow: str,
+        session: str | None,
+        events: Sequence[tuple[str, bytes]],
+    ) -> bool:
+        """Create ``run_id`` continuing ``old_run_id``: its log starts with ``events``,
+        the runs are linked (``restarted_from`` / ``restarted_as``); False when a run of
+        that id exists."""
+
     def fits_session(self, run_id: str, session: str) -> bool:
         """Whether a run of this id can be bound to ``session``."""
 

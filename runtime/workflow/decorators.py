@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -15,6 +16,18 @@ from ..registry import StepOptions, WorkflowDef, register_workflow
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+_PATCHED_CALL = re.compile(r"""\bpatched\(\s*["']([A-Za-z0-9_\-]{1,64})["']\s*\)""")
+
+
+def _patches_in(func: Callable[..., Any]) -> frozenset[str]:
+    """The patch ids a step's source asks about (a literal id: ``patched("new-pricing")``)."""
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError):  # no source (built at run time): no patch is known
+        return frozenset()
+    return frozenset(_PATCHED_CALL.findall(source))
 
 
 def _require_async(fn: Callable[..., Any], what: str) -> None:
@@ -84,6 +97,7 @@ def step(
             retry_delay=options_delay,
             backoff=backoff,
             timeout=options_timeout,
+            patches=_patches_in(func),
         )
 
         @functools.wraps(func)

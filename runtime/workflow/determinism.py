@@ -34,27 +34,30 @@ def _execution(what: str) -> Execution:
 def patched(patch_id: str) -> bool:
     """True where the run takes the code's new path, False where it recorded the old one.
 
-    Call it in the workflow body: True for new runs and for runs whose log has not yet
-    reached this point; False for runs that went past it on the code before the patch.
-    The answer is recorded (a ``patch.marked`` event), so every later replay of the run
-    answers the same. To change what a step does, choose between the old and the new
-    step with ``patched`` (a run waiting inside the old step finishes in it). Retire a
-    patch by removing the call and the old branch once no run that took the old path is
-    left (``parley runs list``): runs that recorded the marker replay fine without it.
+    In the workflow body: True for new runs and for runs whose log has not yet reached
+    this point; False for runs that went past it on the code before the patch. Inside a
+    step (which re-executes from its checkpoint, not from the log): True when the code
+    that began the step had the patch, False when the step began on older code; give the
+    id as a string literal (``patched("new-pricing")``), which is how a step knows its
+    patches when it starts. The answer is recorded (``patch.marked``), so every later
+    replay answers the same. Retire a patch by removing the call and the old branch once
+    no run that took the old path is left (``parley runs list``).
     """
     check_name(patch_id, "patch")
     execution = _execution("patched()")
-    if current_step.get() is not None:
-        raise UsageError(
-            "patched() is for the workflow body: choose between an old and a new step with "
-            "it (a step re-executes from its checkpoint, not from the log)",
-            run_id=execution.run_id,
-        )
-    if (patch_id, None) in execution.index.patches:
+    scope = current_step.get()
+    step_id = None if scope is None else scope.step_id
+    if (patch_id, step_id) in execution.index.patches:
         return True
-    if execution.passed(execution.position):
-        return False
-    execution.record(EventType.PATCH_MARKED, {"patch": patch_id})
+    if scope is None:
+        if execution.passed(execution.position):
+            return False
+    elif scope.step_id in execution.steps_begun_before:
+        return patch_id in execution.index.step_patches.get(scope.step_id, frozenset())
+    marker: dict[str, Any] = {"patch": patch_id}
+    if step_id is not None:
+        marker["step_id"] = step_id
+    execution.record(EventType.PATCH_MARKED, marker)
     return True
 
 

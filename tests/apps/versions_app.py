@@ -91,3 +91,24 @@ async def patched_wf() -> list[str]:
     if variant() != "a" and patched("v2"):
         return [await new_path(), await new_ask()]
     return [await old_path(), await old_ask()]
+
+
+# A step changed by a patch while runs waited inside it: the step's name stays ("pick"),
+# its code is the one of the deploy (a step records the patches its code knows when it
+# starts).
+@step(name="pick")
+async def pick_v1() -> str:
+    return f"v1:{await step_hook('choice')}"
+
+
+@step(name="pick")
+async def pick_v2() -> str:
+    answer = await step_hook("choice")
+    if patched("pick-v2"):
+        return f"v2:{answer}"
+    return f"v1:{answer}"
+
+
+@workflow(name="patched_step_wf")
+async def patched_step_wf() -> str:
+    return await (pick_v1 if variant() == "a" else pick_v2)()

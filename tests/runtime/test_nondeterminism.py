@@ -17,9 +17,7 @@ from runtime import (
     Worker,
     hook,
     now,
-    patched,
     random,
-    step,
     uuid4,
     workflow,
 )
@@ -110,22 +108,18 @@ async def test_patched_keeps_waiting_runs_on_the_old_path(rt: Runtime, worker: W
     assert marked == [{"patch": "v2"}]  # recorded once, answered the same on every replay
 
 
-@step
-async def inside() -> bool:
-    return patched("nope")
-
-
-@workflow(name="patched_in_step_wf")
-async def patched_in_step_wf() -> bool:
-    return await inside()
-
-
-async def test_patched_inside_a_step_is_refused(rt: Runtime, worker: Worker) -> None:
-    run_id = await rt.start(patched_in_step_wf)
-    await worker.drain()
-    info = await rt.get_run(run_id)
-    assert info.status is RunStatus.FAILED and info.error is not None
-    assert "patched() is for the workflow body" in info.error["message"]
+async def test_patched_inside_a_step_follows_the_code_that_began_the_step(
+    rt: Runtime, worker: Worker
+) -> None:
+    old_run = await rt.start("patched_step_wf")
+    await worker.drain()  # waits inside pick, begun on the code without the patch
+    VARIANT["name"] = "b"  # the patched step is deployed
+    new_run = await rt.start("patched_step_wf")
+    await worker.drain()  # waits inside pick too: it asks before it reaches patched()
+    await answer(rt, worker, old_run, "choice", "x")
+    await answer(rt, worker, new_run, "choice", "y")
+    assert await rt.wait(old_run, timeout=5) == "v1:x"
+    assert await rt.wait(new_run, timeout=5) == "v2:y"
 
 
 @workflow(name="values_wf")

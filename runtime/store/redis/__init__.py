@@ -73,6 +73,7 @@ class Scripts:
     apply: Script
     retry: Script
     unpark: Script
+    restart: Script
     resume: Script
     fire_due: Script
     cancel: Script
@@ -163,6 +164,30 @@ class RedisStore(SessionStore, InspectionStore):
             if session is None or self.fits_session(run_id, session):
                 return run_id
         raise AssertionError("unreachable")
+
+    def new_run_id_beside(self, run_id: str) -> str:
+        partition = _keys.partition_of(run_id, self.partitions)
+        while True:
+            candidate = new_run_id()
+            if _keys.partition_of(candidate, self.partitions) == partition:
+                return candidate
+
+    @store_call
+    async def restart(
+        self,
+        old_run_id: str,
+        run_id: str,
+        workflow: str,
+        session: str | None,
+        events: Sequence[tuple[str, bytes]],
+    ) -> bool:
+        keys = self._run(run_id)
+        copied = orjson.dumps([[kind, data.decode()] for kind, data in events])
+        created = await self.scripts.restart(
+            keys=[*keys.all, self._run(old_run_id).run],
+            args=[run_id, workflow, session or "", now_ms(), old_run_id, copied],
+        )
+        return bool(created)
 
     def fits_session(self, run_id: str, session: str) -> bool:
         return _keys.partition_of(run_id, self.partitions) == _keys.partition_of(

@@ -56,4 +56,6 @@ def run_info(run_id: str, run: dict[bytes, bytes], hooks: dict[bytes, bytes]) ->
         created_at=int(created) / 1000 if created else None,
         hooks=_records.decode_all(run_id, hooks, session),
         version=opt_text(run.get(b"ver")),
+        restarted_from=opt_text(run.get(b"restarted_from")),
+        restarted_as=opt_text(run.get(b"restarted_as")),
     )

@@ -31,6 +31,7 @@ NAMES = (
     "wait_state",
     "retry",
     "unpark",
+    "restart",
 )
 
 
