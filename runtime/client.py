@@ -34,6 +34,7 @@ from .errors import (
 from .history import history_before, restart_point
 from .ids import (
     check_idempotency_key,
+    check_name,
     check_new_run_id,
     check_run_id,
     check_session_id,
@@ -51,7 +52,15 @@ from .settings import (
     Limits,
     Settings,
 )
-from .store import Answer, CancelOutcome, ResumeOutcome, RetryOutcome, Store, open_store
+from .store import (
+    Answer,
+    CancelOutcome,
+    ResumeOutcome,
+    RetryOutcome,
+    SendOutcome,
+    Store,
+    open_store,
+)
 
 __all__ = ["Limits", "Runtime"]
 
@@ -289,6 +298,24 @@ class Runtime:
             await self.store.wait_for_events(
                 run_id, snapshot.last_event_id, max(1, int(block * 1000))
             )
+
+    async def send(self, run_id: str, topic: str, payload: Any) -> None:
+        """Send ``payload`` to the run's ``receive(topic)``: delivered at once when the run
+        waits for it, else kept (in order) until the run receives that topic. Each message
+        is received once. From a workflow, send inside a step (a step may run again after
+        a crash: give payloads an id if the receiver must see each once)."""
+        check_run_id(run_id)
+        check_name(topic, "topic")
+        encoded = encode_value(
+            payload, what="message", limit=self.limits.max_payload_bytes, run_id=run_id
+        )
+        sent = await self.store.send(
+            run_id, topic, encode_fragment("payload", encoded, topic=topic)
+        )
+        if sent.outcome is SendOutcome.NO_RUN:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        if sent.outcome is SendOutcome.FINISHED:
+            raise RunFinished(f"run already {sent.run_status}", run_id=run_id)
 
     async def retry(self, run_id: str) -> None:
         """Send a blocked run (its code no longer matched its log) back to the workers, once

@@ -19,6 +19,7 @@ response can always say *which* run went wrong::
     │   ├── HookCancelled          the run was cancelled while the hook was pending
     │   └── HookClosed             another wait of its first(...) finished first
     ├── HookTimeout                raised inside the workflow/step when on_timeout="raise"
+    ├── MessageTimeout             receive() got no message before its timeout
     ├── EventLimitExceeded         the run reached its maximum number of events
     ├── LeaseLost                  this worker no longer owns the run (another took over)
     ├── StepFailed                 a step raised after its last retry
@@ -43,6 +44,7 @@ __all__ = [
     "InvalidPayload",
     "InvalidToken",
     "LeaseLost",
+    "MessageTimeout",
     "NondeterminismError",
     "ParleyError",
     "PayloadTooLarge",
@@ -153,6 +155,10 @@ class HookClosed(HookExpired):
 
 class HookTimeout(ParleyError):
     code = "hook_timeout"
+
+
+class MessageTimeout(ParleyError):
+    code = "message_timeout"
 
 
 class EventLimitExceeded(ParleyError):

@@ -57,6 +57,7 @@ class EventType(enum.StrEnum):
     WORKFLOW_RETRIED = "workflow.retried"  # a blocked run was sent back to the workers
     PATCH_MARKED = "patch.marked"  # patch, step_id: this run took the patched path
     VALUE_RECORDED = "value.recorded"  # kind (now, random, uuid4), value
+    MESSAGE_RECEIVED = "message.received"  # topic, payload: the next message of a topic
     FIRST_DECIDED = "first.decided"  # seq, winner (its index), closed (the other waits)
 
 

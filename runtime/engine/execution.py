@@ -50,21 +50,25 @@ def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
     if loop in _tracking_loops:
         return
     previous = loop.get_task_factory()
+    make: Any = previous if previous is not None else _plain_task
 
     def factory(
         loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
     ) -> asyncio.Future[Any]:
-        if previous is not None:
-            task = previous(loop, coro, **kwargs)
-        else:
-            task = asyncio.Task(coro, loop=loop, **kwargs)
+        task: asyncio.Future[Any] = make(loop, coro, **kwargs)
         execution = current_execution.get()
         if execution is not None:
-            execution.adopt(task)
+            execution.children.append(task)
         return task
 
     loop.set_task_factory(cast(Any, factory))
     _tracking_loops.add(loop)
+
+
+def _plain_task(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+) -> asyncio.Task[Any]:
+    return asyncio.Task(coro, loop=loop, **kwargs)
 
 
 class Execution:
@@ -120,11 +124,10 @@ class Execution:
         # Waits that raised Suspend in this pass (wait id -> its step id): all of them are
         # recorded when the run suspends (parallel waits suspend together).
         self.waiting: dict[str, str | None] = {}
-        self.children: set[asyncio.Future[Any]] = set()
-        # Suspensions raised in tasks that nothing has carried to the workflow yet: a
-        # durable call made while one is loose is a wait the code did not await properly.
-        self.loose: list[Suspend] = []
-        self.unwinding = False
+        self.receiving: dict[str, str] = {}  # receive waits of this pass -> their topic
+        self._received: dict[str, int] = {}  # messages of each topic received this pass
+        self.children: list[asyncio.Future[Any]] = []
+        self.owned: set[asyncio.Future[Any]] = set()  # tasks whose outcome first() takes
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
         self.writes = Writes()
         self.refused = False  # the last suspension was refused: events had arrived
@@ -147,6 +150,12 @@ class Execution:
         self._hook_counter += 1
         return f"h{n}.{name}"
 
+    def next_message(self, topic: str) -> int:
+        """How many messages of ``topic`` this pass received before this receive."""
+        n = self._received.get(topic, 0)
+        self._received[topic] = n + 1
+        return n
+
     def next_timer_id(self) -> str:
         n = self._timer_counter
         self._timer_counter += 1
@@ -156,16 +165,16 @@ class Execution:
         return make_token(self.run_id, hook_id)
 
     # tasks of the workflow ------------------------------------------------------------
-    def adopt(self, task: asyncio.Future[Any]) -> None:
-        self.children.add(task)
-        task.add_done_callback(self._child_done)
-
-    def _child_done(self, task: asyncio.Future[Any]) -> None:
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if isinstance(exc, Suspend) and not exc.consumed:
-            self.loose.append(exc)
+    def _loose(self) -> list[Suspend]:
+        """Suspensions raised in tasks that nothing has carried to the workflow: a durable
+        call made while one is loose is a wait the code did not await properly."""
+        loose = []
+        for task in self.children:
+            if task.done() and not task.cancelled() and task not in self.owned:
+                exc = task.exception()
+                if isinstance(exc, Suspend) and not exc.consumed:
+                    loose.append(exc)
+        return loose
 
     async def _settle_children(self) -> None:
         """Wait for every task the workflow started (a step in flight records its result)."""
@@ -178,12 +187,13 @@ class Execution:
         return Suspend(wait, step_id)
 
     def _check_loose(self) -> None:
-        loose = [s for s in self.loose if not s.consumed]
+        """The workflow returned while a wait it started in a task had suspended: what it
+        returned cannot be what a replay would see."""
+        if not self.children:
+            return
+        loose = self._loose()
         if not loose:
             return
-        if self.unwinding:
-            # The workflow is suspending: a branch still running starts nothing new.
-            raise loose[0]
         raise UsageError(
             f"the wait {loose[0].wait!r} was started in a task whose outcome the workflow did "
             "not await (asyncio.wait, as_completed, gather(return_exceptions=True), a task "
@@ -199,7 +209,6 @@ class Execution:
         """Take the next position of the workflow body's durable calls. Returns it with the
         call the log recorded there (it must be this one, else the run is blocked), or with
         None when the log has nothing there (new work)."""
-        self._check_loose()
         position = self.position
         self.position += 1
         recorded = self.index.calls.get(position)
@@ -323,15 +332,14 @@ class Execution:
             self._timer_counter = 0
             self.position = 0
             self.waiting.clear()
-            self.loose.clear()
-            self.unwinding = False
+            self.receiving.clear()
+            self._received.clear()
+            self.children.clear()
+            self.owned.clear()
             token = current_execution.set(self)
             try:
                 try:
                     result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
-                except Suspend:
-                    self.unwinding = True
-                    raise
                 finally:
                     await self._settle_children()
                 self._check_loose()
@@ -362,6 +370,9 @@ class Execution:
         if self.dry_run:
             raise ReplayEnded(f"the run waits on {suspend.wait!r}")
         suspension = Writes()
+        for wait, topic in self.receiving.items():
+            if wait in self.waiting:
+                suspension.receive(topic)
         waits = self.waiting or {suspend.wait: suspend.step_id}
         recorded = [wait for wait in waits if wait not in self.index.suspended_on]
         for wait in recorded:

@@ -64,6 +64,7 @@ class ReplayIndex:
     completed_at: dict[str, tuple[int, int]] = field(default_factory=dict)
     firsts: dict[int, int] = field(default_factory=dict)  # first() position -> winner
     closed: set[str] = field(default_factory=set)  # waits a first() withdrew
+    messages: dict[str, list[Any]] = field(default_factory=dict)  # topic -> payloads
 
     def add(
         self, event_type: EventType | str, data: dict[str, Any], event_id: str | None = None
@@ -97,7 +98,8 @@ def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.started.add((data["step_id"], attempt))
     if attempt == 0:
         _call(index, data, Call("step", data.get("name", ""), data.get("args")))
-        index.step_patches[data["step_id"]] = frozenset(data.get("patches", ()))
+        if data.get("patches"):
+            index.step_patches[data["step_id"]] = frozenset(data["patches"])
 
 
 def _step_completed(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -150,6 +152,10 @@ def _value_recorded(index: ReplayIndex, data: dict[str, Any]) -> None:
     _call(index, data, Call(data["kind"], "", value=data.get("value")))
 
 
+def _message_received(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.messages.setdefault(data["topic"], []).append(data.get("payload"))
+
+
 def _first_decided(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.firsts[int(data["seq"])] = int(data["winner"])
     index.closed.update(data.get("closed", []))
@@ -178,6 +184,7 @@ _HANDLERS: dict[str, Callable[[ReplayIndex, dict[str, Any]], None]] = {
     EventType.VALUE_RECORDED: _value_recorded,
     EventType.PATCH_MARKED: _patch_marked,
     EventType.FIRST_DECIDED: _first_decided,
+    EventType.MESSAGE_RECEIVED: _message_received,
 }
 
 # Events that end a wait, and the field naming it.

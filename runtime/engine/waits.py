@@ -250,7 +250,9 @@ async def first_of(execution: Execution, waits: list[Coroutine[Any, Any, Any]]) 
     for wait in waits:
         box: list[str] = []
         boxes.append(box)
-        tasks.append(asyncio.ensure_future(_in_box(wait, box)))
+        task = asyncio.ensure_future(_in_box(wait, box))
+        execution.owned.add(task)
+        tasks.append(task)
     await asyncio.wait(tasks)
     finished, pending = [], {}
     for i, task in enumerate(tasks):
@@ -288,8 +290,26 @@ def _ends(index: ReplayIndex, wait_ids: list[str]) -> list[tuple[int, int]]:
 
 
 def _withdraw(execution: Execution, wait_id: str) -> None:
-    if wait_id in execution.index.hooks_created:
+    if wait_id in execution.receiving:
+        execution.writes.stop_receiving(execution.receiving[wait_id])
+    elif wait_id in execution.index.hooks_created:
         execution.writes.close_hook(wait_id, execution.token(wait_id))
     elif wait_id in execution.index.timers:
         execution.writes.cancel_timer(wait_id)
     execution.index.closed.add(wait_id)
+
+
+def receive(execution: Execution, topic: str) -> Any:
+    """The next message of ``topic`` from the log; else the run suspends until one comes
+    (one buffered before is taken at the suspension)."""
+    position, _recorded = execution.check_call("receive", topic)
+    wait_id = f"m{position}.{topic}"
+    note_wait(wait_id)
+    n = execution.next_message(topic)
+    received = execution.index.messages.get(topic, [])
+    if n < len(received):
+        return received[n]
+    if execution.dry_run:
+        raise ReplayEnded(f"the run waits for a message {topic!r}")
+    execution.receiving[wait_id] = topic
+    raise execution.suspend_on(wait_id)

@@ -21,6 +21,8 @@ from .base import (
     Retried,
     RetryOutcome,
     RunSnapshot,
+    SendOutcome,
+    Sent,
     Store,
     Task,
 )
@@ -44,6 +46,8 @@ __all__ = [
     "Retried",
     "RetryOutcome",
     "RunSnapshot",
+    "SendOutcome",
+    "Sent",
     "Store",
     "Task",
     "Writes",

@@ -105,6 +105,19 @@ class Resumed:
     run_status: str | None = None
 
 
+class SendOutcome(enum.StrEnum):
+    DELIVERED = "delivered"  # the run was waiting for it: it is in its log
+    BUFFERED = "buffered"  # it waits in the run's inbox for a receive
+    NO_RUN = "no_run"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    outcome: SendOutcome
+    run_status: str | None = None
+
+
 class RetryOutcome(enum.StrEnum):
     RETRIED = "retried"
     NO_RUN = "no_run"
@@ -210,6 +223,9 @@ class Store(Protocol):
     async def cancel(
         self, run_id: str, *, event: bytes, message: bytes, retention_seconds: int
     ) -> Cancelled: ...
+
+    async def send(self, run_id: str, topic: str, event: bytes) -> Sent:
+        """A message to a run: into its log when it waits for ``topic``, else buffered."""
 
     async def retry(self, run_id: str, *, event: bytes) -> Retried:
         """Send a blocked run back to the workers."""

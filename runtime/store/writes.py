@@ -14,8 +14,9 @@ from typing import Any
 
 from ..models import EventType
 
-# An op is a tuple whose first item names it; a backend turns each into its own form.
-Op = tuple[Any, ...]
+# An op is a list whose first item names it, then strings: the form a backend sends as
+# it is; only a hook's op holds its HookSpec, which the backend encodes its own way.
+Op = list[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,41 +51,50 @@ class Writes:
 
     def event(self, event_type: EventType, data: bytes) -> None:
         """Append an event (``data``: its JSON object) to the run's log."""
-        self.ops.append(("event", event_type.value, data))
+        self.ops.append(["event", event_type.value, data.decode()])
         self.event_count += 1
 
     def save_checkpoint(self, step_id: str, state: bytes) -> None:
-        self.ops.append(("checkpoint", step_id, state))
+        self.ops.append(["checkpoint", step_id, state.decode()])
 
     def delete_checkpoint(self, step_id: str) -> None:
-        self.ops.append(("uncheckpoint", step_id))
+        self.ops.append(["uncheckpoint", step_id])
 
     def create_hook(self, hook: HookSpec) -> None:
         """Record a pending hook, index it as pending and, with an expiry, schedule its
         deadline."""
-        self.ops.append(("hook", hook))
+        self.ops.append(["hook", hook])
 
     def schedule_timer(self, timer_id: str, due_ms: int) -> None:
         """The run's durable timer (a sleep or a retry backoff): one at a time per run."""
-        self.ops.append(("timer", timer_id, due_ms))
+        self.ops.append(["timer", timer_id, str(due_ms)])
 
     def close_hook(self, hook_id: str, token: str) -> None:
         """Withdraw a pending hook (another wait finished first): it takes no answer, its
         deadline goes, and the run's session is told."""
-        self.ops.append(("close_hook", hook_id, token))
+        self.ops.append(["close_hook", hook_id, token])
 
     def cancel_timer(self, timer_id: str) -> None:
         """Remove a timer that no longer matters (another wait finished first)."""
-        self.ops.append(("cancel_timer", timer_id))
+        self.ops.append(["cancel_timer", timer_id])
+
+    def receive(self, topic: str) -> None:
+        """(In a suspension) take the run's oldest buffered message of ``topic`` into its
+        log, or have the next one sent delivered to the log directly."""
+        self.ops.append(["receive", topic])
+
+    def stop_receiving(self, topic: str) -> None:
+        """Messages of ``topic`` sent from now on wait in the inbox again."""
+        self.ops.append(["unreceive", topic])
 
     def post(self, message: bytes) -> None:
         """A message to the run's chat session (ignored when the run has none)."""
-        self.ops.append(("post", message))
+        self.ops.append(["post", message.decode()])
 
     def prompt(self, message: bytes) -> None:
         """A hook's prompt to the run's chat session: it keeps the session's messages from
         expiring while the hook is pending."""
-        self.ops.append(("prompt", message))
+        self.ops.append(["prompt", message.decode()])
 
     def take(self) -> Writes:
         """Move the buffered writes into a new batch and start empty."""

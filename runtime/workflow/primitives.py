@@ -17,7 +17,7 @@ from ..engine import waits
 from ..engine.execution import Execution, current_execution, current_step
 from ..engine.signals import StepScope
 from ..engine.waits import STEP_HOOK_TIMEOUT, OnCreated, OnTimeout
-from ..errors import UsageError
+from ..errors import MessageTimeout, UsageError
 from ..ids import check_name
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "first",
     "hook",
     "load_step_checkpoint",
+    "receive",
     "save_step_checkpoint",
     "sleep",
     "sleep_until",
@@ -145,6 +146,35 @@ async def first(*candidates: Coroutine[Any, Any, Any]) -> tuple[int, Any]:
             run_id=execution.run_id,
         )
     return await waits.first_of(execution, list(candidates))
+
+
+async def receive(
+    topic: str, timeout: Deadline | None = None, on_timeout: OnTimeout = "raise"
+) -> Any:
+    """The next message sent to this run with ``topic`` (``Runtime.send``); the run
+    suspends until one comes. A message sent before the receive waits for it; each is
+    received once, in the order sent. With ``timeout`` (a duration or an aware datetime),
+    no message by then raises ``MessageTimeout`` (or returns ``STEP_HOOK_TIMEOUT`` with
+    ``on_timeout="return"``)."""
+    execution = _execution("receive()")
+    if current_step.get() is not None:
+        raise UsageError("receive() is for the workflow body", run_id=execution.run_id)
+    check_name(topic, "topic")
+    _check_on_timeout(on_timeout)
+    if timeout is None:
+        return await _receive(execution, topic)
+    deadline = check_deadline(timeout, what="timeout")
+    timer = sleep_until(deadline) if isinstance(deadline, datetime) else sleep(deadline)
+    which, value = await waits.first_of(execution, [_receive(execution, topic), timer])
+    if which == 0:
+        return value
+    if on_timeout == "return":
+        return STEP_HOOK_TIMEOUT
+    raise MessageTimeout(f"no message {topic!r} came before the timeout", run_id=execution.run_id)
+
+
+async def _receive(execution: Execution, topic: str) -> Any:
+    return waits.receive(execution, topic)
 
 
 async def sleep(duration: Duration) -> None:

@@ -38,9 +38,11 @@ from ..base import (
     Retried,
     RetryOutcome,
     RunSnapshot,
+    SendOutcome,
+    Sent,
     Task,
 )
-from ..writes import Op, Writes
+from ..writes import HookSpec, Op, Writes
 from . import _decode, _keys, _records, _scripts
 from ._batch import Batcher, Script
 from ._calls import store_call
@@ -74,6 +76,7 @@ class Scripts:
     retry: Script
     unpark: Script
     restart: Script
+    send: Script
     resume: Script
     fire_due: Script
     cancel: Script
@@ -172,7 +175,6 @@ class RedisStore(SessionStore, InspectionStore):
             if _keys.partition_of(candidate, self.partitions) == partition:
                 return candidate
 
-    @store_call
     async def restart(
         self,
         old_run_id: str,
@@ -194,7 +196,6 @@ class RedisStore(SessionStore, InspectionStore):
             session, self.partitions
         )
 
-    @store_call
     async def start(self, run_id: str, workflow: str, session: str | None, input: bytes) -> bool:
         keys = self._run(run_id)
         created = await self.scripts.start(
@@ -211,7 +212,6 @@ class RedisStore(SessionStore, InspectionStore):
     async def workflow_announced(self, name: str) -> bool:
         return bool(await self.client.sismember(_keys.WORKFLOWS_KEY, name))
 
-    @store_call
     async def resume(self, answer: Answer, *, max_events: int) -> Resumed:
         keys = self._run(answer.run_id)
         reply = await self.scripts.resume(
@@ -235,7 +235,6 @@ class RedisStore(SessionStore, InspectionStore):
             return Resumed(outcome, run_status=reply[1].decode())
         return Resumed(outcome)
 
-    @store_call
     async def cancel(
         self, run_id: str, *, event: bytes, message: bytes, retention_seconds: int
     ) -> Cancelled:
@@ -248,14 +247,20 @@ class RedisStore(SessionStore, InspectionStore):
         status = reply[1].decode() if outcome is CancelOutcome.FINISHED else None
         return Cancelled(outcome, status)
 
-    @store_call
+    async def send(self, run_id: str, topic: str, event: bytes) -> Sent:
+        keys = self._run(run_id)
+        inbox = _keys.key("inbox", keys.partition, run_id=run_id)
+        reply = await self.scripts.send(keys=[*keys.all, inbox], args=[run_id, topic, event])
+        outcome = SendOutcome(reply[0].decode())
+        status = reply[1].decode() if outcome is SendOutcome.FINISHED else None
+        return Sent(outcome, status)
+
     async def retry(self, run_id: str, *, event: bytes) -> Retried:
         reply = await self.scripts.retry(keys=self._run(run_id).all, args=[run_id, event])
         outcome = RetryOutcome(reply[0].decode())
         status = reply[1].decode() if outcome is RetryOutcome.NOT_BLOCKED else None
         return Retried(outcome, status)
 
-    @store_call
     async def run_snapshot(self, run_id: str) -> RunSnapshot:
         status, out, last_id = await self.scripts.wait_state(keys=self._run(run_id).all, args=[])
         return RunSnapshot(
@@ -314,7 +319,6 @@ class RedisStore(SessionStore, InspectionStore):
                     break
         return tasks
 
-    @store_call
     async def unpark(self, versions: Sequence[str]) -> int:
         sent = await asyncio.gather(
             *(
@@ -342,7 +346,6 @@ class RedisStore(SessionStore, InspectionStore):
             pipe.xdel(stream, task.message_id)
             await pipe.execute()
 
-    @store_call
     async def claim(
         self, task: Task, consumer: str, lease_ms: int, version: str, serves: Sequence[str]
     ) -> Claim:
@@ -376,7 +379,6 @@ class RedisStore(SessionStore, InspectionStore):
             checkpoints=_decode.flat_hash(checkpoints),
         )
 
-    @store_call
     async def apply(
         self,
         run_id: str,
@@ -416,7 +418,6 @@ class RedisStore(SessionStore, InspectionStore):
             arrived=_decode.events(reply[2]),
         )
 
-    @store_call
     async def heartbeat(
         self, leases: Sequence[tuple[str, str]], until_ms: int, consumer: str
     ) -> list[bool]:
@@ -428,7 +429,6 @@ class RedisStore(SessionStore, InspectionStore):
         )
         return [bool(alive) for alive in replies]
 
-    @store_call
     async def fire_due(self, now_ms: int, limit: int) -> DueReport:
         # One call per partition, concurrently: the batcher sends them in one pipelined
         # round trip on a single Redis (one call per slot on a cluster).
@@ -448,30 +448,15 @@ class RedisStore(SessionStore, InspectionStore):
         )
 
 
-def _ops(ops: list[Op]) -> list[list[str]]:
-    """The writes as the APPLY script reads them (see ``lua/apply.lua``)."""
-    out: list[list[str]] = []
-    for op in ops:
-        kind = op[0]
-        if kind == "hook":
-            hook = op[1]
-            record = _records.encode_pending(hook.meta, validated=hook.validated)
-            encoded = [kind, hook.hook_id, record, hook.token]
-            if hook.expires_at_ms is not None:
-                encoded.append(str(hook.expires_at_ms))
-            out.append(encoded)
-        elif kind == "timer":
-            out.append([kind, op[1], str(op[2])])
-        elif kind in ("uncheckpoint", "cancel_timer"):
-            out.append([kind, op[1]])
-        elif kind == "close_hook":
-            out.append([kind, op[1], op[2]])
-        else:  # event (type, data), checkpoint (step id, state), post, prompt (message)
-            out.append(
-                [kind, *(part.decode() if isinstance(part, bytes) else part for part in op[1:])]
-            )
-    return out
+def _ops(ops: list[Op]) -> list[Op]:
+    """The writes as the APPLY script reads them (see ``lua/apply.lua``): every op is in
+    that form already but a hook's, whose record is encoded here."""
+    return [op if op[0] != "hook" else _hook_op(op[1]) for op in ops]
 
 
-def _text(part: bytes | str) -> str:
-    return part.decode() if isinstance(part, bytes) else part
+def _hook_op(hook: HookSpec) -> list[str]:
+    record = _records.encode_pending(hook.meta, validated=hook.validated)
+    op = ["hook", hook.hook_id, record, hook.token]
+    if hook.expires_at_ms is not None:
+        op.append(str(hook.expires_at_ms))
+    return op

@@ -13,12 +13,15 @@ scripts are loaded again and the calls that missed are retried.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
+
+from ._calls import OUTAGE, unavailable
 
 Arg = bytes | str | int | float
 
@@ -60,14 +63,21 @@ class Batcher:
 
     async def _direct(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         try:
-            return await self.client.evalsha(script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            await self.client.script_load(script.source)
-            return await self.client.evalsha(script.sha, len(keys), *keys, *args)
+            try:
+                return await self.client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                await self.client.script_load(script.source)
+                return await self.client.evalsha(script.sha, len(keys), *keys, *args)
+        except OUTAGE as exc:
+            raise unavailable(exc) from exc
 
     def _flush(self) -> None:
         batch, self._queue = self._queue, []
-        task = asyncio.create_task(self._send(batch))
+        # Its own empty context: the send is the store's, not a task of the workflow whose
+        # call happened to open the batch.
+        task = asyncio.get_running_loop().create_task(
+            self._send(batch), context=contextvars.Context()
+        )
         self._tasks.add(task)  # keep a reference until it is done
         task.add_done_callback(self._tasks.discard)
 
@@ -114,6 +124,8 @@ class Batcher:
 
     @staticmethod
     def _fail(calls: list[_Call], exc: Exception) -> None:
+        if isinstance(exc, OUTAGE):
+            exc = unavailable(exc)
         for *_, future in calls:
             if not future.done():
                 future.set_exception(exc)

@@ -1,4 +1,5 @@
-"""One translation of redis-py's connection failures into Parley's error."""
+"""One translation of redis-py's connection failures into Parley's error: the batcher uses
+it for every script call, ``store_call`` for the store's other methods."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ R = TypeVar("R")
 OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
+def unavailable(exc: BaseException) -> StoreUnavailable:
+    error = StoreUnavailable(f"the store (Redis) is unavailable: {exc}")
+    error.__cause__ = exc
+    return error
+
+
 def store_call(
     method: Callable[P, Coroutine[Any, Any, R]],
 ) -> Callable[P, Coroutine[Any, Any, R]]:
@@ -27,6 +34,6 @@ def store_call(
         try:
             return await method(*args, **kwargs)
         except OUTAGE as exc:
-            raise StoreUnavailable(f"the store (Redis) is unavailable: {exc}") from exc
+            raise unavailable(exc) from exc
 
     return call

@@ -22,7 +22,10 @@ def events(entries: list[Any]) -> list[Event]:
     fields come as a flat list, outside as a dict)."""
     out = []
     for entry_id, fields in entries:
-        if isinstance(fields, dict):
+        if type(fields) is list and len(fields) == 4 and fields[0] == b"t":
+            # inside a script: [b"t", type, b"d", data], in the order XADD wrote them
+            out.append(Event(entry_id.decode(), fields[1].decode(), loads(fields[3])))
+        elif isinstance(fields, dict):
             out.append(Event(text(entry_id), text(fields[b"t"]), loads(fields[b"d"])))
         else:
             mapping = {text(fields[i]): fields[i + 1] for i in range(0, len(fields), 2)}

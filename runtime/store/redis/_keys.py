@@ -25,6 +25,7 @@ TEMPLATES = {
     "events": "run:{run_id}:events",  # stream: the run's event log (the source of truth)
     "ckpt": "run:{run_id}:ckpt",  # hash: step id -> checkpoint JSON
     "hooks": "run:{run_id}:hooks",  # hash: hook id -> hook record (see ._records)
+    "inbox": "run:{run_id}:inbox",  # stream: messages sent to the run, not received yet
     "tasks": "tasks",  # stream + group: "execute run X" messages
     "deadlines": "deadlines",  # sorted set: due ms -> deadline member
     "pending": "pending",  # set: tokens of the pending hooks (list_hooks)

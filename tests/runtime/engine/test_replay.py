@@ -28,6 +28,8 @@ FIELDS = (
     "completed_at",
     "firsts",
     "closed",
+    "messages",
+    "step_patches",
 )
 
 
@@ -379,3 +381,19 @@ def test_the_end_of_a_wait_is_dated_by_its_event_id() -> None:
     }
     index.add(EventType.HOOK_RECEIVED, {"hook_id": "h2.c", "payload": 2})  # no id: undated
     assert "h2.c" not in index.completed_at
+
+
+def test_messages_are_kept_by_topic_in_order() -> None:
+    index = ReplayIndex()
+    index.add(EventType.MESSAGE_RECEIVED, {"topic": "order", "payload": 1})
+    index.add(EventType.MESSAGE_RECEIVED, {"topic": "other", "payload": "x"})
+    index.add(EventType.MESSAGE_RECEIVED, {"topic": "order", "payload": 2})
+    assert index.messages == {"order": [1, 2], "other": ["x"]}
+    assert _only_changed(index) == {"messages"}
+
+
+def test_a_step_start_records_the_patches_its_code_knew() -> None:
+    index = ReplayIndex()
+    index.add(EventType.STEP_STARTED, {"step_id": "s-0", "name": "s", "patches": ["p1"]})
+    index.add(EventType.STEP_STARTED, {"step_id": "s-0", "name": "s", "attempt": 1})
+    assert index.step_patches == {"s-0": frozenset({"p1"})}

@@ -23,6 +23,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
+from runtime import StoreUnavailable
 from runtime.store.redis._batch import Batcher, Script
 from tests.faults import Proxy
 
@@ -333,7 +334,8 @@ async def test_a_failed_reload_does_not_fail_the_calls_that_already_succeeded(
     monkeypatch.setattr(client, "script_load", connection_lost)
     results = await _settle(incr(keys=["n"], args=[]), missing(keys=["a"], args=["b"]))
     assert await client.get("n") == b"1"  # the INCR ran...
-    assert isinstance(results[1], RedisConnectionError)
+    assert isinstance(results[1], StoreUnavailable)
+    assert isinstance(results[1].__cause__, RedisConnectionError)
     assert results[0] == 1  # ...so its caller should get its reply
 
 
@@ -349,7 +351,9 @@ async def test_a_connection_failure_fails_every_call_of_the_batch(
     results = await _settle(
         incr(keys=["n"], args=[]), echo(keys=["a"], args=["b"]), incr(keys=["m"], args=[])
     )
-    assert all(isinstance(r, RedisConnectionError) for r in results), results
+    # an unreachable store is Parley's StoreUnavailable, the cause kept
+    assert all(isinstance(r, StoreUnavailable) for r in results), results
+    assert all(isinstance(r.__cause__, RedisConnectionError) for r in results), results
     # the batcher is not wedged: once Redis is reachable again, calls go through
     proxy.dropping = False
     assert await _settle(incr(keys=["n"], args=[]), echo(keys=["a"], args=["c"])) == [
@@ -364,7 +368,7 @@ async def test_a_lone_call_fails_on_a_connection_failure(
 ) -> None:
     _, (incr,) = await scripts(proxied, wire, INCR)
     proxy.dropping = True
-    with pytest.raises(RedisConnectionError):
+    with pytest.raises(StoreUnavailable):
         await asyncio.wait_for(incr(keys=["n"], args=[]), 5)
 
 

@@ -44,14 +44,14 @@ def test_each_call_appends_its_op_in_order() -> None:
     writes.prompt(b'{"type":"prompt"}')
     writes.event(EventType.HOOK_CREATED, b'{"hook_id":"s-0.approve"}')
     assert writes.ops == [
-        ("event", "step.started", b'{"step_id":"s-0"}'),
-        ("checkpoint", "s-0", b'{"n":1}'),
-        ("uncheckpoint", "s-1"),
-        ("hook", hook),
-        ("timer", "t0", 1234),
-        ("post", b'{"type":"text"}'),
-        ("prompt", b'{"type":"prompt"}'),
-        ("event", "hook.created", b'{"hook_id":"s-0.approve"}'),
+        ["event", "step.started", '{"step_id":"s-0"}'],
+        ["checkpoint", "s-0", '{"n":1}'],
+        ["uncheckpoint", "s-1"],
+        ["hook", hook],
+        ["timer", "t0", "1234"],
+        ["post", '{"type":"text"}'],
+        ["prompt", '{"type":"prompt"}'],
+        ["event", "hook.created", '{"hook_id":"s-0.approve"}'],
     ]
     assert writes
     assert len(writes) == 8

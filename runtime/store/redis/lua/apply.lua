@@ -38,6 +38,25 @@ local count = tonumber(redis.call('HGET', keys.run, 'nev') or '0')
 if count + new_events > tonumber(req.max_events) then return {'limit', tostring(count)} end
 
 local arrived = redis.call('XRANGE', keys.events, '(' .. req.after, '+')
+-- A suspension that waits for a message already buffered takes it into the log now, and
+-- is refused like one that an answer overtook. (Race closed: a message sent just before
+-- the run suspends is neither lost nor left waiting in the inbox.)
+if suspension then
+  for _, op in ipairs(suspension) do
+    if op[1] == 'receive' then
+      local inbox = key_inbox(req.prefix, req.run_id)
+      for _, entry in ipairs(redis.call('XRANGE', inbox, '-', '+')) do
+        local fields = entry[2]
+        if fields[2] == op[2] then
+          redis.call('XDEL', inbox, entry[1])
+          local id = append_event(keys.run, keys.events, EVENT.message_received, fields[4])
+          arrived[#arrived + 1] = {id, {'t', EVENT.message_received, 'd', fields[4]}}
+          break
+        end
+      end
+    end
+  end
+end
 local refused = suspension ~= nil and #arrived > 0
 local session = redis.call('HGET', keys.run, 'session')
 if session == '' then session = false end
@@ -82,6 +101,11 @@ local function apply(ops)
       local member = deadline_member(req.run_id, 't', op[2])
       redis.call('ZREM', keys.deadlines, member)
       if redis.call('HGET', keys.run, 'dl') == member then redis.call('HDEL', keys.run, 'dl') end
+    elseif kind == 'receive' then
+      -- the run waits: the next message of the topic goes to its log directly
+      redis.call('HSET', keys.run, 'recv:' .. op[2], 1)
+    elseif kind == 'unreceive' then
+      redis.call('HDEL', keys.run, 'recv:' .. op[2])
     elseif kind == 'post' then
       if outbox then post(outbox, op[2]) end
     elseif kind == 'prompt' then

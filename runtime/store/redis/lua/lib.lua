@@ -65,7 +65,7 @@ end
 -- close, and its keys expire together after the retention; the session's messages too,
 -- unless another of its runs still has a prompt pending.
 local function end_run(prefix, run_id, keys, session, ttl)
-  redis.call('DEL', keys.ckpt)
+  redis.call('DEL', keys.ckpt, key_inbox(prefix, run_id))
   local dl = redis.call('HGET', keys.run, 'dl')
   if dl then
     redis.call('ZREM', keys.deadlines, dl)
