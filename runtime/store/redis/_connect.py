@@ -63,13 +63,15 @@ def connect(url: str) -> aioredis.Redis:
         return client
     if url.startswith(("redis://", "rediss://", "unix://")):
         # A blocking pool: under a burst, callers wait for a connection instead of failing.
+        # (TCP keepalive is a TCP option: a unix socket's connection takes none.)
+        tcp = {} if url.startswith("unix://") else {"socket_keepalive": True}
         pool = aioredis.BlockingConnectionPool.from_url(
             url,
             max_connections=POOL_MAX_CONNECTIONS,
             timeout=POOL_WAIT_SECONDS,
             health_check_interval=HEALTH_CHECK_SECONDS,
-            socket_keepalive=True,
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
+            **tcp,
         )
         return aioredis.Redis(connection_pool=pool)
     raise UsageError(
