@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .client import Runtime
 from .errors import (
+    ChildFailed,
     EventLimitExceeded,
     HookAlreadyAnswered,
     HookCancelled,
@@ -35,6 +36,7 @@ from .worker import Worker
 from .workflow import (
     STEP_HOOK_TIMEOUT,
     RunContext,
+    child,
     current_run,
     delete_step_checkpoint,
     emit,
@@ -57,6 +59,7 @@ from .workflow import (
 
 __all__ = [
     "STEP_HOOK_TIMEOUT",
+    "ChildFailed",
     "Event",
     "EventLimitExceeded",
     "HookAlreadyAnswered",
@@ -90,6 +93,7 @@ __all__ = [
     "WaitTimeout",
     "Worker",
     "WorkflowNotFound",
+    "child",
     "current_run",
     "delete_step_checkpoint",
     "emit",

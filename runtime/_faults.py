@@ -23,6 +23,7 @@ POINTS = frozenset(
         "before_step_reexecute",
         "after_step_completed",
         "after_final_event",
+        "after_child_started",
     }
 )
 

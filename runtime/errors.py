@@ -23,6 +23,7 @@ response can always say *which* run went wrong::
     ├── EventLimitExceeded         the run reached its maximum number of events
     ├── LeaseLost                  this worker no longer owns the run (another took over)
     ├── StepFailed                 a step raised after its last retry
+    ├── ChildFailed                a run started with child() failed or was cancelled
     ├── RunFailed                  `Runtime.wait` on a run that failed
     ├── RunCancelled               `Runtime.wait` on a run that was cancelled
     ├── WaitTimeout                `Runtime.wait` gave up before the run finished
@@ -33,6 +34,7 @@ response can always say *which* run went wrong::
 from __future__ import annotations
 
 __all__ = [
+    "ChildFailed",
     "EventLimitExceeded",
     "HookAlreadyAnswered",
     "HookCancelled",
@@ -182,6 +184,22 @@ class StepFailed(ParleyError):
     ) -> None:
         super().__init__(message, run_id=run_id)
         self.step_id = step_id
+        self.error_type = error_type
+
+
+class ChildFailed(ParleyError):
+    code = "child_failed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        child_run_id: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.child_run_id = child_run_id
         self.error_type = error_type
 
 

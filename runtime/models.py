@@ -57,6 +57,8 @@ class EventType(enum.StrEnum):
     WORKFLOW_RETRIED = "workflow.retried"  # a blocked run was sent back to the workers
     PATCH_MARKED = "patch.marked"  # patch, step_id: this run took the patched path
     VALUE_RECORDED = "value.recorded"  # kind (now, random, uuid4), value
+    CHILD_STARTED = "child.started"  # seq, child_run_id, workflow
+    CHILD_COMPLETED = "child.completed"  # child_run_id, status, result or error
     MESSAGE_RECEIVED = "message.received"  # topic, payload: the next message of a topic
     FIRST_DECIDED = "first.decided"  # seq, winner (its index), closed (the other waits)
 
@@ -129,6 +131,8 @@ class RunInfo:
     version: str | None = None  # the version of the worker that first executed it
     restarted_from: str | None = None  # the run this one continues (Runtime.restart)
     restarted_as: str | None = None  # the run that continues this one
+    parent_run_id: str | None = None  # the run that started this one with child()
+    child_run_ids: list[str] = field(default_factory=list)  # the runs it started so
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} {self.status.value}>"
@@ -146,6 +150,8 @@ class RunInfo:
             "version": self.version,
             "restarted_from": self.restarted_from,
             "restarted_as": self.restarted_as,
+            "parent_run_id": self.parent_run_id,
+            "child_run_ids": self.child_run_ids,
             "hooks": [h.to_json() for h in self.hooks],
             "pending_hooks": [h.to_json() for h in self.hooks if h.status is HookStatus.PENDING],
         }

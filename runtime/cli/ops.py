@@ -149,6 +149,14 @@ async def _runs_show(rt: Runtime, args: argparse.Namespace) -> int:
         print(f"error     {run.error.get('type')}: {run.error.get('message')}")
     if run.version:
         print(f"version   {run.version}")
+    if run.parent_run_id:
+        print(f"parent    {run.parent_run_id}")
+    if run.child_run_ids:
+        print(f"children  {' '.join(run.child_run_ids)}")
+    if run.restarted_from:
+        print(f"restarted from {run.restarted_from}")
+    if run.restarted_as:
+        print(f"restarted as   {run.restarted_as}")
     print("\ntimeline")
     _table(
         ["TIME", "EVENT", "DETAIL"],

@@ -15,6 +15,8 @@ from collections.abc import Coroutine
 from contextvars import ContextVar
 from typing import Any, cast
 
+import orjson
+
 from .. import _faults
 from .._codec import dumps, encode_value, loads
 from ..errors import (
@@ -98,6 +100,7 @@ class Execution:
         self.workflow = workflow
         self.fence = claim.fence
         self.session = claim.session
+        self.parent = claim.parent  # the run that started this one with child(), if any
         self.limits = limits
         self.retention_seconds = retention_seconds
         events = claim.events
@@ -412,8 +415,9 @@ class Execution:
             EventType.WORKFLOW_COMPLETED, b'{"result":' + encoded + b"}", {"result": None}
         )
         self._post_status(RunStatus.COMPLETED)
+        notify = self._child_end(RunStatus.COMPLETED, result=orjson.Fragment(encoded))
         try:
-            await self._apply(finish=Finish(RunStatus.COMPLETED, encoded))
+            await self._apply(finish=Finish(RunStatus.COMPLETED, encoded, notify))
         except EventLimitExceeded as exc:
             await self._finish_failed(exc)
             return
@@ -425,9 +429,16 @@ class Execution:
         log.info("run failed: %s", error["message"], extra={"run_id": self.run_id})
         self.record(EventType.WORKFLOW_FAILED, {"error": error})
         self._post_status(RunStatus.FAILED, error=error)
-        await self._apply(finish=Finish(RunStatus.FAILED, dumps(error)), event_slack=16)
+        notify = self._child_end(RunStatus.FAILED, error=error)
+        await self._apply(finish=Finish(RunStatus.FAILED, dumps(error), notify), event_slack=16)
         self.outcome = "failed"
         _faults.crash_point("after_final_event")
+
+    def _child_end(self, status: RunStatus, **outcome: Any) -> bytes | None:
+        """What the parent's log records when this run (started by child()) ends."""
+        if self.parent is None:
+            return None
+        return orjson.dumps({"child_run_id": self.run_id, "status": status.value, **outcome})
 
     async def _block(self, error: NondeterminismError) -> None:
         """Park the run, untouched, until code that matches its log retries it."""

@@ -65,6 +65,8 @@ class ReplayIndex:
     firsts: dict[int, int] = field(default_factory=dict)  # first() position -> winner
     closed: set[str] = field(default_factory=set)  # waits a first() withdrew
     messages: dict[str, list[Any]] = field(default_factory=dict)  # topic -> payloads
+    children: dict[int, str] = field(default_factory=dict)  # child() position -> run id
+    child_ends: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> end
 
     def add(
         self, event_type: EventType | str, data: dict[str, Any], event_id: str | None = None
@@ -152,6 +154,14 @@ def _value_recorded(index: ReplayIndex, data: dict[str, Any]) -> None:
     _call(index, data, Call(data["kind"], "", value=data.get("value")))
 
 
+def _child_started(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.children[int(data["seq"])] = data["child_run_id"]
+
+
+def _child_completed(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.child_ends.setdefault(data["child_run_id"], data)
+
+
 def _message_received(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.messages.setdefault(data["topic"], []).append(data.get("payload"))
 
@@ -185,6 +195,8 @@ _HANDLERS: dict[str, Callable[[ReplayIndex, dict[str, Any]], None]] = {
     EventType.PATCH_MARKED: _patch_marked,
     EventType.FIRST_DECIDED: _first_decided,
     EventType.MESSAGE_RECEIVED: _message_received,
+    EventType.CHILD_STARTED: _child_started,
+    EventType.CHILD_COMPLETED: _child_completed,
 }
 
 # Events that end a wait, and the field naming it.
@@ -192,4 +204,5 @@ _COMPLETES: dict[str, str] = {
     EventType.HOOK_RECEIVED: "hook_id",
     EventType.HOOK_EXPIRED: "hook_id",
     EventType.TIMER_FIRED: "timer_id",
+    EventType.CHILD_COMPLETED: "child_run_id",
 }

@@ -17,7 +17,7 @@ import jsonschema
 from .. import _faults
 from .._clock import now_ms
 from .._codec import due_ms, dumps, encode_value
-from ..errors import HookTimeout, UsageError
+from ..errors import ChildFailed, HookTimeout, UsageError
 from ..models import EventType
 from ..store import HookSpec
 from .execution import READ_SUFFIX, Execution
@@ -313,3 +313,37 @@ def receive(execution: Execution, topic: str) -> Any:
         raise ReplayEnded(f"the run waits for a message {topic!r}")
     execution.receiving[wait_id] = topic
     raise execution.suspend_on(wait_id)
+
+
+async def child(execution: Execution, workflow: str, started: bytes) -> Any:
+    """Start a child run (once: its id comes from this run and the call's position), wait
+    for it without holding a worker, and return its result (or raise ChildFailed)."""
+    position, _recorded = execution.check_call("child", workflow)
+    child_id = execution.index.children.get(position)
+    if child_id is None:
+        if execution.dry_run:
+            raise ReplayEnded(f"the child {workflow!r} is not in the recorded history")
+        child_id = execution.store.child_run_id(execution.run_id, position)
+        execution.record(
+            EventType.CHILD_STARTED,
+            {"seq": position, "child_run_id": child_id, "workflow": workflow},
+        )
+        execution.writes.start_child(child_id, workflow, started)
+        # Durable before this run goes on: the child runs at once, on any worker.
+        await execution.flush()
+        _faults.crash_point("after_child_started")
+    note_wait(child_id)
+    end = execution.index.child_ends.get(child_id)
+    if end is None:
+        raise execution.suspend_on(child_id)
+    if end["status"] == "completed":
+        return end.get("result")
+    error = end.get("error") or {}
+    raise ChildFailed(
+        f"child run {child_id} {end['status']}: {error.get('type')}: {error.get('message')}"
+        if error
+        else f"child run {child_id} {end['status']}",
+        run_id=execution.run_id,
+        child_run_id=child_id,
+        error_type=error.get("type"),
+    )

@@ -44,14 +44,17 @@ class Claim:
     session: str | None = None
     events: list[Event] = field(default_factory=list)
     checkpoints: dict[str, bytes] = field(default_factory=dict)
+    parent: str | None = None  # the run that started this one with child()
 
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """The end of a run: COMPLETED with its encoded result, or FAILED with its error."""
+    """The end of a run: COMPLETED with its encoded result, or FAILED with its error;
+    ``notify``: the child.completed data for the parent's log (a run child() started)."""
 
     status: RunStatus
     value: bytes
+    notify: bytes | None = None
 
 
 class ApplyOutcome(enum.StrEnum):
@@ -206,6 +209,10 @@ class Store(Protocol):
         """Create ``run_id`` continuing ``old_run_id``: its log starts with ``events``,
         the runs are linked (``restarted_from`` / ``restarted_as``); False when a run of
         that id exists."""
+
+    def child_run_id(self, parent_run_id: str, position: int) -> str:
+        """The id of the child a run starts at ``position``: the same on every replay, next
+        to the parent (so the child's end reaches the parent's log in one step)."""
 
     def fits_session(self, run_id: str, session: str) -> bool:
         """Whether a run of this id can be bound to ``session``."""

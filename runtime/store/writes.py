@@ -78,6 +78,11 @@ class Writes:
         """Remove a timer that no longer matters (another wait finished first)."""
         self.ops.append(["cancel_timer", timer_id])
 
+    def start_child(self, run_id: str, workflow: str, started: bytes) -> None:
+        """Create the child run ``run_id`` (once) with its workflow.started data, enqueued,
+        and link it to this run."""
+        self.ops.append(["start_child", run_id, workflow, started.decode()])
+
     def receive(self, topic: str) -> None:
         """(In a suspension) take the run's oldest buffered message of ``topic`` into its
         log, or have the next one sent delivered to the log directly."""

@@ -8,6 +8,7 @@ from .links import hook_url
 from .primitives import (
     STEP_HOOK_TIMEOUT,
     RunContext,
+    child,
     current_run,
     delete_step_checkpoint,
     emit,
@@ -24,6 +25,7 @@ from .primitives import (
 __all__ = [
     "STEP_HOOK_TIMEOUT",
     "RunContext",
+    "child",
     "current_run",
     "delete_step_checkpoint",
     "emit",

@@ -7,22 +7,24 @@ and records only what is new."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .._codec import Deadline, Duration, check_deadline, parse_duration
+from .._codec import Deadline, Duration, check_deadline, encode_value, parse_duration
 from ..engine import waits
 from ..engine.execution import Execution, current_execution, current_step
 from ..engine.signals import StepScope
 from ..engine.waits import STEP_HOOK_TIMEOUT, OnCreated, OnTimeout
 from ..errors import MessageTimeout, UsageError
 from ..ids import check_name
+from ..registry import get_workflow
 
 __all__ = [
     "STEP_HOOK_TIMEOUT",
     "RunContext",
+    "child",
     "current_run",
     "delete_step_checkpoint",
     "emit",
@@ -146,6 +148,25 @@ async def first(*candidates: Coroutine[Any, Any, Any]) -> tuple[int, Any]:
             run_id=execution.run_id,
         )
     return await waits.first_of(execution, list(candidates))
+
+
+async def child(workflow: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Run ``workflow`` as a child of this run and return its result: the child starts
+    once (also across crashes and replays), this run waits for it without holding a
+    worker, and a child that fails or is cancelled raises ``ChildFailed`` here. Cancelling
+    this run cancels its children. The runs are linked (``parent_run_id`` /
+    ``child_run_ids``)."""
+    execution = _execution("child()")
+    if current_step.get() is not None:
+        raise UsageError("child() is for the workflow body", run_id=execution.run_id)
+    name = get_workflow(workflow).name if callable(workflow) else check_name(workflow, "workflow")
+    started = encode_value(
+        {"args": list(args), "kwargs": kwargs} if kwargs else {"args": list(args)},
+        what="child workflow input",
+        limit=execution.limits.max_payload_bytes,
+        run_id=execution.run_id,
+    )
+    return await waits.child(execution, name, started)
 
 
 async def receive(

@@ -191,6 +191,15 @@ class RedisStore(SessionStore, InspectionStore):
         )
         return bool(created)
 
+    def child_run_id(self, parent_run_id: str, position: int) -> str:
+        partition = _keys.partition_of(parent_run_id, self.partitions)
+        for n in itertools.count():
+            seed = f"{parent_run_id}\x00child\x00{position}\x00{n}".encode()
+            candidate = "r-" + hashlib.sha256(seed).hexdigest()[:24]
+            if _keys.partition_of(candidate, self.partitions) == partition:
+                return candidate
+        raise AssertionError("unreachable")
+
     def fits_session(self, run_id: str, session: str) -> bool:
         return _keys.partition_of(run_id, self.partitions) == _keys.partition_of(
             session, self.partitions
@@ -369,7 +378,7 @@ class RedisStore(SessionStore, InspectionStore):
             return Claim(ClaimStatus.BUSY)
         if reply[0] == b"parked":
             return Claim(ClaimStatus.PARKED)
-        fence, workflow, session, entries, checkpoints = reply[1:6]
+        fence, workflow, session, entries, checkpoints, parent = reply[1:7]
         return Claim(
             ClaimStatus.OK,
             fence=fence.decode(),
@@ -377,6 +386,7 @@ class RedisStore(SessionStore, InspectionStore):
             session=session.decode() or None,
             events=_decode.events(entries),
             checkpoints=_decode.flat_hash(checkpoints),
+            parent=parent.decode() or None,
         )
 
     async def apply(
@@ -406,6 +416,8 @@ class RedisStore(SessionStore, InspectionStore):
             request["suspension"] = _ops(suspension.ops)
         if finish is not None:
             request["finish"] = {"status": finish.status.value, "value": finish.value.decode()}
+            if finish.notify is not None:
+                request["finish"]["notify"] = finish.notify.decode()
         reply = await self.scripts.apply(keys=keys.all, args=[orjson.dumps(request)])
         kind = reply[0]
         if kind == b"lost":

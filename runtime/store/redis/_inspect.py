@@ -3,6 +3,7 @@ and the store-wide counters (the operator's and the server's views)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -31,8 +32,14 @@ class InspectionStore:
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(keys.run)
             pipe.hgetall(keys.hooks)
-            run, hooks = await pipe.execute()
-        return _decode.run_info(run_id, run, hooks) if run else None
+            pipe.smembers(_keys.key("children", keys.partition, run_id=run_id))
+            run, hooks, children = await pipe.execute()
+        if not run:
+            return None
+        info = _decode.run_info(run_id, run, hooks)
+        if children:
+            info = dataclasses.replace(info, child_run_ids=sorted(c.decode() for c in children))
+        return info
 
     @store_call
     async def events(self, run_id: str) -> list[Event] | None:

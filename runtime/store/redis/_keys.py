@@ -26,6 +26,7 @@ TEMPLATES = {
     "ckpt": "run:{run_id}:ckpt",  # hash: step id -> checkpoint JSON
     "hooks": "run:{run_id}:hooks",  # hash: hook id -> hook record (see ._records)
     "inbox": "run:{run_id}:inbox",  # stream: messages sent to the run, not received yet
+    "children": "run:{run_id}:children",  # set: the runs it started with child()
     "tasks": "tasks",  # stream + group: "execute run X" messages
     "deadlines": "deadlines",  # sorted set: due ms -> deadline member
     "pending": "pending",  # set: tokens of the pending hooks (list_hooks)

@@ -30,6 +30,8 @@ FIELDS = (
     "closed",
     "messages",
     "step_patches",
+    "children",
+    "child_ends",
 )
 
 
@@ -397,3 +399,12 @@ def test_a_step_start_records_the_patches_its_code_knew() -> None:
     index.add(EventType.STEP_STARTED, {"step_id": "s-0", "name": "s", "patches": ["p1"]})
     index.add(EventType.STEP_STARTED, {"step_id": "s-0", "name": "s", "attempt": 1})
     assert index.step_patches == {"s-0": frozenset({"p1"})}
+
+
+def test_children_are_known_by_position_and_their_ends_by_id() -> None:
+    index = ReplayIndex()
+    index.add(EventType.CHILD_STARTED, {"seq": 2, "child_run_id": "r-c", "workflow": "w"})
+    index.add_all([Event("5-0", "child.completed", {"child_run_id": "r-c", "status": "completed"})])
+    assert index.children == {2: "r-c"}
+    assert index.child_ends == {"r-c": {"child_run_id": "r-c", "status": "completed"}}
+    assert index.completed_at == {"r-c": (5, 0)}  # a child's end can win a first()

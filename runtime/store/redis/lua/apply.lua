@@ -101,6 +101,19 @@ local function apply(ops)
       local member = deadline_member(req.run_id, 't', op[2])
       redis.call('ZREM', keys.deadlines, member)
       if redis.call('HGET', keys.run, 'dl') == member then redis.call('HDEL', keys.run, 'dl') end
+    elseif kind == 'start_child' then
+      -- {'start_child', child id, workflow, workflow.started data}: created once (its id is
+      -- derived from the parent and the call's position), in the parent's partition
+      local child_key = key_run(req.prefix, op[2])
+      if redis.call('EXISTS', child_key) == 0 then
+        redis.call('HSET', child_key, 'status', STATUS.pending, 'wf', op[3], 'created', req.now,
+          'fence', 0, 'parent', req.run_id)
+        if session then redis.call('HSET', child_key, 'session', session) end
+        append_event(child_key, key_events(req.prefix, op[2]), EVENT.workflow_started, op[4])
+        enqueue(keys.tasks, op[2], op[3])
+        redis.call('HINCRBY', keys.stats, 'started', 1)
+        redis.call('SADD', key_children(req.prefix, req.run_id), op[2])
+      end
     elseif kind == 'receive' then
       -- the run waits: the next message of the topic goes to its log directly
       redis.call('HSET', keys.run, 'recv:' .. op[2], 1)
@@ -139,6 +152,7 @@ if suspension or finish then
   else
     redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now)
     redis.call('HINCRBY', keys.stats, finish.status, 1)
+    if finish.notify then child_ended(req.prefix, keys.run, finish.notify) end
     end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention))
   end
 end

@@ -9,12 +9,13 @@
 -- ARGV: consumer, now ms, lease ms, task message id, this worker's version, prefix, run id,
 --       then the versions it serves.
 -- Returns {'skipped', status} | {'busy'} | {'parked', version}
---       | {'ok', fence, workflow, session, events, ckpts}.
+--       | {'ok', fence, workflow, session, events, ckpts, parent run id or ''}.
 local keys = run_keys()
 local consumer, now, lease_ms, msg = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local own_version, prefix, run_id = ARGV[5], ARGV[6], ARGV[7]
 
-local rs = redis.call('HMGET', keys.run, 'status', 'lease', 'wf', 'session', 'owner', 'ver')
+local rs = redis.call('HMGET', keys.run, 'status', 'lease', 'wf', 'session', 'owner', 'ver',
+  'parent')
 local status = rs[1]
 if (not status) or status == STATUS.suspended or status == STATUS.blocked
     or status == STATUS.parked or FINISHED[status] then
@@ -47,4 +48,4 @@ local fence = redis.call('HINCRBY', keys.run, 'fence', 1)
 redis.call('HSET', keys.run, 'status', STATUS.running, 'owner', consumer, 'lease', now + lease_ms,
   'msg', msg)
 return {'ok', tostring(fence), rs[3], rs[4] or '',
-  redis.call('XRANGE', keys.events, '-', '+'), redis.call('HGETALL', keys.ckpt)}
+  redis.call('XRANGE', keys.events, '-', '+'), redis.call('HGETALL', keys.ckpt), rs[7] or ''}

@@ -66,6 +66,7 @@ end
 -- unless another of its runs still has a prompt pending.
 local function end_run(prefix, run_id, keys, session, ttl)
   redis.call('DEL', keys.ckpt, key_inbox(prefix, run_id))
+  redis.call('EXPIRE', key_children(prefix, run_id), ttl)
   local dl = redis.call('HGET', keys.run, 'dl')
   if dl then
     redis.call('ZREM', keys.deadlines, dl)
@@ -80,6 +81,22 @@ local function end_run(prefix, run_id, keys, session, ttl)
     local left = tonumber(redis.call('HGET', waiting, session) or '0')
     if closed > 0 then left = unwait(waiting, session, closed) end
     if left <= 0 then redis.call('EXPIRE', key_outbox(prefix, session), ttl) end
+  end
+end
+
+-- A run that has a parent (it was started by child()) ended: the parent's log learns it
+-- (child.completed, with ``data``) and a suspended parent is woken.
+local function child_ended(prefix, run_key, data)
+  local parent = redis.call('HGET', run_key, 'parent')
+  if not parent then return end
+  local parent_key = key_run(prefix, parent)
+  local ps = redis.call('HMGET', parent_key, 'status', 'wf')
+  if not ps[1] or FINISHED[ps[1]] then return end
+  append_event(parent_key, key_events(prefix, parent), EVENT.child_completed, data)
+  if ps[1] == STATUS.suspended then
+    redis.call('HSET', parent_key, 'status', STATUS.pending)
+    redis.call('HINCRBY', key_stats(prefix), STATUS.suspended, -1)
+    enqueue(key_tasks(prefix), parent, ps[2])
   end
 end
 
