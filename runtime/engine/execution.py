@@ -219,13 +219,12 @@ class Execution:
             if self.dry_run:
                 raise ReplayEnded(f"the recorded history ends at position {position}")
             return position, None
-        now = Call(kind, name, digest)
         if (
             recorded.kind != kind
             or recorded.name != name
             or (digest is not None and recorded.digest is not None and recorded.digest != digest)
         ):
-            self.block(position, recorded.describe(), now.describe())
+            self.block(position, recorded.describe(), Call(kind, name, digest).describe())
         return position, recorded
 
     def passed(self, position: int) -> bool:

@@ -73,38 +73,31 @@ class RunKeys:
     deadlines: str
     pending: str
     stats: str
-
-    @property
-    def all(self) -> list[str]:
-        return [
-            self.run,
-            self.events,
-            self.ckpt,
-            self.hooks,
-            self.tasks,
-            self.deadlines,
-            self.pending,
-            self.stats,
-        ]
+    # run, events, ckpt, hooks, tasks, deadlines, pending, stats: the KEYS of each script
+    all: tuple[str, ...]
 
 
 @functools.lru_cache(maxsize=4096)
 def run_keys(run_id: str, partitions: int) -> RunKeys:
     p = partition_of(run_id, partitions)
     prefix = partition_prefix(p)
-    run = prefix + TEMPLATES["run"].format(run_id=run_id)
+    run, events, ckpt, hooks, tasks, deadlines, pending, stats = (
+        prefix + TEMPLATES[name].format(run_id=run_id)
+        for name in ("run", "events", "ckpt", "hooks", "tasks", "deadlines", "pending", "stats")
+    )
     return RunKeys(
         run_id=run_id,
         partition=p,
         prefix=prefix,
         run=run,
-        events=prefix + TEMPLATES["events"].format(run_id=run_id),
-        ckpt=prefix + TEMPLATES["ckpt"].format(run_id=run_id),
-        hooks=prefix + TEMPLATES["hooks"].format(run_id=run_id),
-        tasks=prefix + TEMPLATES["tasks"],
-        deadlines=prefix + TEMPLATES["deadlines"],
-        pending=prefix + TEMPLATES["pending"],
-        stats=prefix + TEMPLATES["stats"],
+        events=events,
+        ckpt=ckpt,
+        hooks=hooks,
+        tasks=tasks,
+        deadlines=deadlines,
+        pending=pending,
+        stats=stats,
+        all=(run, events, ckpt, hooks, tasks, deadlines, pending, stats),
     )
 
 
