@@ -61,6 +61,7 @@ export class ChatWidget extends EventTarget {
     this.refs = new Map(); // ref → { kind: "message", clientId } | { kind: "answer", token }
     this.queue = []; // client ids of messages waiting to be sent, in order
     this.activeRun = null; // the run answering now: a run id, or "starting"
+    this.ended = new Set(); // runs whose status frame came (an ack may come after it)
     this.recovering = null; // the AgentBubble being re-streamed after a crash
     this.slow = false;
     this.expired = false;
@@ -228,6 +229,7 @@ export class ChatWidget extends EventTarget {
       closed: "",
     }[state];
     this.view.connection.textContent = text ?? "";
+    if (state === "lost") this.requeueUnacked();
     if (state === "open") this.flush();
     this.refresh();
   }

@@ -116,6 +116,7 @@ export const frames = {
   },
 
   onStatus(frame) {
+    this.ended.add(frame.run_id);
     if (frame.run_id === this.activeRun || this.activeRun === "starting") this.activeRun = null;
     this.recovering = null;
     clearTimeout(this.slowTimer);
