@@ -67,6 +67,8 @@ export const sending = {
     if (!item) return;
     if (frame.error === "busy" || frame.error === "rate_limited" || frame.error === "store_unavailable") {
       item.state = "queued"; // sent again by itself once the agent is free
+      // busy: the agent answers another tab's message (this tab may not know it yet)
+      item.busy = frame.error === "busy";
       this.noteQueued(sent.clientId);
       setTimeout(() => this.flush(), BUSY_RETRY_MS);
       return;
@@ -102,7 +104,7 @@ export const sending = {
     if (!ref) return;
     item.state = "sending";
     item.ref = ref;
-    item.bubble.setState("sending", { note: this.t("sending") });
+    item.bubble.setState("sending", { note: item.busy ? this.t("queuedBusy") : this.t("sending") });
     this.refs.set(ref, { kind: "message", clientId });
     this.activeRun = "starting";
     this.touch();
@@ -113,7 +115,8 @@ export const sending = {
     const item = this.visitors.get(clientId);
     if (!item || item.state !== "queued") return;
     const offline = !this.conn || !this.conn.open;
-    const note = offline ? this.t("queuedOffline") : this.busy() ? this.t("queuedBusy") : this.t("queued");
+    const busy = item.busy || this.busy();
+    const note = offline ? this.t("queuedOffline") : busy ? this.t("queuedBusy") : this.t("queued");
     item.bubble.setState("queued", { note });
   },
 

@@ -9,6 +9,7 @@ relay in the test that forwards both ways until the test cuts it."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -37,6 +38,7 @@ class Relay:
         self.hold = False
         self.held: list[tuple[WebSocketRoute, str | bytes]] = []
         self.sent: list[dict[str, Any]] = []  # the page's frames, as the server got them
+        self.replies: list[dict[str, Any]] = []  # the server's replies to them
 
     def __call__(self, ws: WebSocketRoute) -> None:
         if self.blocked:
@@ -67,7 +69,10 @@ class Relay:
                     ws.close()
                     server.close()
                 return
-            if self.hold and "ref" not in orjson.loads(message):
+            frame = orjson.loads(message)
+            if "ref" in frame:
+                self.replies.append(frame)
+            elif self.hold:
                 self.held.append((ws, message))
                 return
             ws.send(message)
@@ -83,6 +88,15 @@ class Relay:
 
     def messages(self, text: str) -> list[dict[str, Any]]:
         return [f for f in self.sent if f.get("type") == "message" and f.get("text") == text]
+
+
+def pump_until(page: Page, condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    """Wait for a condition on the relay (its handlers run while Playwright waits)."""
+    for _ in range(int(timeout * 20)):
+        if condition():
+            return
+        page.wait_for_timeout(50)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def connected(page: Page) -> None:
@@ -138,3 +152,50 @@ def test_a_message_in_flight_when_the_socket_drops_is_sent_again_and_shown_once(
     )
     expect(page.locator(".parley-prompt")).to_have_count(2)
     expect(page.get_by_text("Let me look that up for you.")).to_have_count(2)
+
+
+def test_a_message_refused_as_busy_by_another_tabs_run_is_queued_and_sent_when_it_ends(
+    page: Page, make_stack: Callable[..., Stack]
+) -> None:
+    stack = make_stack(PARLEY_DEMO_CHUNK_DELAY="0.05")  # a 120-chunk answer takes ~6 s
+    page.goto(stack.url)
+    other = page.context.new_page()  # the second tab of the same conversation
+    relay = Relay()
+    other.route_web_socket(SOCKET, relay)
+    other.goto(stack.url)
+    for tab in (page, other):
+        connected(tab)
+    relay.hold = True  # the second tab lags behind: it does not know the agent is busy
+    box = page.get_by_label("Your message")
+    box.fill("tell me everything")
+    box.press("Enter")
+    expect(page.locator(".parley-visitor")).to_have_attribute("data-state", "sent")
+    expect(page.get_by_role("log", name="Conversation")).to_contain_text("step 3")
+
+    other_box = other.get_by_label("Your message")
+    other_box.fill("my worker crashed")
+    other_box.press("Enter")
+    mine = other.locator(".parley-visitor")
+    pump_until(other, lambda: any(r.get("error") == "busy" for r in relay.replies), "busy")
+    expect(mine).to_have_attribute("data-state", "queued")
+    expect(mine.locator(".parley-note")).to_have_text("Will be sent when the agent has finished.")
+    screenshot(other, "delivery-2-busy")
+    # Sent by itself once the first tab's answer is done: the prompt of its own run comes.
+    expect(page.get_by_text("That is all.")).to_be_visible(timeout=20_000)
+    expect(page.get_by_role("button", name="Parley Cloud")).to_be_enabled(timeout=15_000)
+    expect(mine).to_have_attribute("data-state", "sent")
+    busy = [r for r in relay.replies if r.get("error") == "busy"]
+    acks = [r for r in relay.replies if r.get("type") == "ack" and r.get("for") == "message"]
+    assert len(busy) >= 1 and len(acks) == 1
+    relay.release()
+    for tab in (page, other):
+        expect(tab.locator(".parley-visitor .parley-body")).to_have_count(2)
+        expect(tab.get_by_role("button", name="Parley Cloud")).to_be_enabled()
+    expect(page.locator(".parley-visitor .parley-body")).to_have_text(
+        ["tell me everything", "my worker crashed"]
+    )
+    other.reload()
+    connected(other)
+    expect(other.locator(".parley-visitor .parley-body")).to_have_text(
+        ["tell me everything", "my worker crashed"]
+    )
