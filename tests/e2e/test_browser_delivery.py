@@ -1,7 +1,8 @@
 """Sending under adverse conditions, in headless Chromium against real server and worker
 processes: the socket drops while a message is in flight (it is sent again once the socket
 is back, and shown and started once), and a message sent while another tab's run is going
-is refused as busy, queued and sent by itself when the agent is free.
+is refused as busy, queued and sent by itself when the agent is free; an answer in flight
+is settled by the replay once the socket is back.
 
 The socket is cut with Playwright's websocket routing: the page's websocket goes through a
 relay in the test that forwards both ways until the test cuts it."""
@@ -24,7 +25,8 @@ SOCKET = re.compile(r"/ws/sessions/")
 class Relay:
     """Forwards the page's session websockets to the server, and can cut them:
 
-    - ``cut_after_send`` (``"ack"``): once the page sends a chat message, the server gets
+    - ``cut_after_send`` (``"ack"``): once the page sends a chat message (or a frame of
+      type ``cut_type``), the server gets
       it but nothing more reaches the page; when the server acks it, the socket drops;
       (``"frame"``): the message is dropped on the way and the socket drops;
     - ``blocked``: new sockets are refused (the page keeps reconnecting);
@@ -34,6 +36,7 @@ class Relay:
 
     def __init__(self) -> None:
         self.cut_after_send: str | None = None
+        self.cut_type = "message"
         self.blocked = False
         self.hold = False
         self.held: list[tuple[WebSocketRoute, str | bytes]] = []
@@ -49,7 +52,7 @@ class Relay:
 
         def from_page(message: str | bytes) -> None:
             frame = orjson.loads(message)
-            if frame.get("type") == "message" and self.cut_after_send:
+            if frame.get("type") == self.cut_type and self.cut_after_send:
                 mode, self.cut_after_send = self.cut_after_send, None
                 if mode == "frame":
                     state["cut"] = True
@@ -199,3 +202,29 @@ def test_a_message_refused_as_busy_by_another_tabs_run_is_queued_and_sent_when_i
     expect(other.locator(".parley-visitor .parley-body")).to_have_text(
         ["tell me everything", "my worker crashed"]
     )
+
+
+def test_an_answer_in_flight_when_the_socket_drops_is_settled_by_the_replay(
+    page: Page, stack: Stack
+) -> None:
+    relay = Relay()
+    page.route_web_socket(SOCKET, relay)
+    page.goto(stack.url)
+    connected(page)
+    box = page.get_by_label("Your message")
+    box.fill("my worker crashed")
+    box.press("Enter")
+    card = page.locator(".parley-prompt")
+    expect(card.get_by_role("button", name="Parley Cloud")).to_be_enabled()
+    # The server records the answer; the socket drops before its ack, and stays down.
+    relay.cut_type, relay.cut_after_send, relay.blocked = "answer", "ack", True
+    card.get_by_role("button", name="Parley Cloud").click()
+    expect(page.get_by_text("Connection lost — reconnecting…")).to_be_visible()
+    expect(card).to_have_attribute("data-state", "pending")  # not "Sending…" for ever
+    expect(card).to_contain_text("Not connected — try again in a moment.")
+    relay.blocked = False
+    # back: the replay says it was answered (once), and the run goes on
+    expect(card).to_have_attribute("data-state", "received", timeout=15_000)
+    expect(card).to_contain_text("You answered: Parley Cloud")
+    expect(page.get_by_text("Thanks! For Parley Cloud")).to_be_visible()
+    assert len([f for f in relay.sent if f.get("type") == "answer"]) == 1
