@@ -79,7 +79,9 @@ class Sessions:
         (ApiError 409 ``busy``) while the session's previous run is still going, so a
         session has at most one active run. ``client_id``, the page's own id for the
         message, is echoed in the session's ``visitor`` message (so the page that queued
-        it recognises it)."""
+        it recognises it) and names the run: the same message sent again (a page that
+        lost its socket before the ack) is shown and started once — its run's id is
+        returned, busy or not."""
         if not isinstance(text, str) or not text.strip():
             raise ApiError(400, "invalid_message", "expected a non-empty message text")
         if len(text) > max_chars:
@@ -94,6 +96,9 @@ class Sessions:
         if not await store.lock_session(check_session_id(session), START_LOCK_MS):
             raise ApiError(409, "busy", "the previous message is still being handled")
         try:
+            key = None if client_id is None else f"chat:{session}:{client_id}"
+            if key is not None and (sent := await self._run_of(session, key)) is not None:
+                return sent
             previous = await self.last_run(session)
             if previous is not None and not previous.status.finished:
                 raise ApiError(
@@ -107,11 +112,22 @@ class Sessions:
                 visitor["client_id"] = client_id
             kwargs = {"memory": memory} if (memory := _memory(previous, workflow)) else {}
             await self.rt.post_to_session(session, visitor)
-            run_id = await self.rt.start(workflow, text, session=session, **kwargs)
+            run_id = await self.rt.start(
+                workflow, text, session=session, idempotency_key=key, **kwargs
+            )
             await self.bind(session, run_id)
             return run_id
         finally:
             await store.unlock_session(session)
+
+    async def _run_of(self, session: str, key: str) -> str | None:
+        """The run a message of this idempotency key already started, if any."""
+        run_id = self.rt.store.new_run_id(session, key)
+        try:
+            await self.rt.get_run(run_id)
+        except RunNotFound:
+            return None
+        return run_id
 
     async def answer(
         self,

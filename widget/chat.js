@@ -6,15 +6,19 @@
 // only local state is what the visitor typed and the server has not confirmed yet
 // (queued while offline or while the agent is busy, with a retry when refused).
 
-import { Connection, compareIds } from "./connection.js";
+//
+// Its methods live in modules by concept, installed on its prototype below: display.js
+// (what is shown: activity, scrolling, unread), frames.js (the server's frames) and
+// sending.js (what the visitor sends).
+
+import { Connection } from "./connection.js";
+import { display } from "./display.js";
+import { frames } from "./frames.js";
 import { pickLanguage, translator } from "./i18n.js";
-import { AgentBubble, PromptCard, VisitorBubble, notice } from "./messages.js";
-import { describeAnswer } from "./schema-form.js";
+import { notice } from "./messages.js";
 import { sending } from "./sending.js";
 import { ConversationStore } from "./storage.js";
-import { buildView, el } from "./view.js";
-
-const NEAR_BOTTOM_PX = 48;
+import { buildView } from "./view.js";
 
 export class ChatWidget extends EventTarget {
   constructor(host, options) {
@@ -57,6 +61,7 @@ export class ChatWidget extends EventTarget {
     this.refs = new Map(); // ref → { kind: "message", clientId } | { kind: "answer", token }
     this.queue = []; // client ids of messages waiting to be sent, in order
     this.activeRun = null; // the run answering now: a run id, or "starting"
+    this.ended = new Set(); // runs whose status frame came (an ack may come after it)
     this.recovering = null; // the AgentBubble being re-streamed after a crash
     this.slow = false;
     this.expired = false;
@@ -224,227 +229,11 @@ export class ChatWidget extends EventTarget {
       closed: "",
     }[state];
     this.view.connection.textContent = text ?? "";
+    if (state === "lost") this.requeueUnacked();
     if (state === "open") this.flush();
     this.refresh();
   }
-
-  // what is shown ------------------------------------------------------------------------
-  waitingPrompt() {
-    for (const card of this.prompts.values()) if (card.state === "pending") return card;
-    return null;
-  }
-
-  firstPendingControl() {
-    const card = this.waitingPrompt();
-    return card ? card.firstControl() : null;
-  }
-
-  refresh() {
-    const waiting = this.waitingPrompt();
-    let state = "idle";
-    if (this.refused) state = "refused";
-    else if (this.expired) state = "expired";
-    else if (waiting) state = "waiting";
-    else if (this.activeRun) state = this.recovering ? "recovering" : this.slow ? "slow" : "working";
-    const activity = { waiting: "waiting", working: "working", slow: "slow", recovering: "recovering" }[state];
-    this.view.activity.textContent = activity ? this.t(activity) : "";
-    this.view.panel.dataset.state = state;
-    const v = this.view;
-    v.input.disabled = Boolean(waiting) || this.refused;
-    v.send.disabled = v.input.disabled;
-    v.input.placeholder = waiting ? this.t("placeholderWaiting") : this.t("placeholder");
-    if (state !== this.state) {
-      this.state = state;
-      this.emit("state", { state, connection: this.connection });
-    }
-  }
-
-  /** "Still working…" after a silence while the agent is answering. */
-  touch() {
-    clearTimeout(this.slowTimer);
-    this.slow = false;
-    if (this.activeRun) {
-      this.slowTimer = setTimeout(() => {
-        this.slow = true;
-        this.refresh();
-      }, this.slowAfterMs);
-    }
-  }
-
-  nearBottom() {
-    const log = this.view.log;
-    return log.scrollHeight - log.scrollTop - log.clientHeight < NEAR_BOTTOM_PX;
-  }
-
-  scrollToEnd() {
-    const log = this.view.log;
-    log.scrollTop = log.scrollHeight;
-    this.stick = true;
-    this.view.jump.hidden = true;
-  }
-
-  /** Follow new content when the visitor is at the end; else offer the jump. */
-  changed({ force = false } = {}) {
-    if (force || this.stick) this.scrollToEnd();
-    else this.view.jump.hidden = false;
-  }
-
-  add(node, opts = {}) {
-    this.view.log.append(node);
-    this.changed(opts);
-  }
-
-  // unread -------------------------------------------------------------------------------
-  visible() {
-    return this.isOpen && document.visibilityState !== "hidden";
-  }
-
-  countUnread(id) {
-    if (this.visible() || compareIds(id, this.store.seen) <= 0) return;
-    this.unread += 1;
-    this.updateBadge();
-  }
-
-  markSeen() {
-    if (!this.visible() || !this.session) return;
-    if (compareIds(this.lastId, this.store.seen) > 0) this.store.seen = this.lastId;
-    this.unread = 0;
-    this.updateBadge();
-  }
-
-  updateBadge() {
-    const { badge, launcher } = this.view;
-    if (!badge) return;
-    badge.hidden = this.unread === 0;
-    badge.textContent = String(this.unread);
-    const base = this.isOpen ? this.t("closeChat") : this.t("openChat");
-    launcher.setAttribute("aria-label", this.unread ? `${base} (${this.t("unread", { count: this.unread })})` : base);
-    this.emit("unread", { count: this.unread });
-  }
-
-  // frames from the server -----------------------------------------------------------------
-  onFrame(frame) {
-    if (typeof frame.id === "string") this.lastId = frame.id;
-    const handler = {
-      ready: () => this.applyLimits(frame.limits),
-      visitor: () => this.onVisitor(frame),
-      text: () => this.onText(frame),
-      prompt: () => this.onPrompt(frame),
-      answered: () => this.onAnswered(frame),
-      expired: () => this.settlePrompt(frame.token, "expired"),
-      closed: () => this.settlePrompt(frame.token, "closed"),
-      status: () => this.onStatus(frame),
-      ack: () => this.onAck(frame),
-      error: () => this.onError(frame),
-    }[frame.type];
-    if (handler) handler();
-    if (typeof frame.id === "string") this.markSeen();
-    this.refresh();
-  }
-
-  applyLimits(limits) {
-    // The server's own limits, from its first frame: nothing here copies them.
-    if (limits && Number.isInteger(limits.max_message_chars)) this.view.input.maxLength = limits.max_message_chars;
-  }
-
-  onVisitor(frame) {
-    const mine = frame.client_id && this.visitors.get(frame.client_id);
-    if (mine) {
-      mine.bubble.confirm(frame.id);
-      this.dequeue(frame.client_id);
-    } else {
-      const bubble = new VisitorBubble(frame.text, this.lang, this.t);
-      bubble.confirm(frame.id);
-      this.add(bubble.node);
-    }
-    if (!this.activeRun) this.activeRun = "starting"; // another tab's message starts a run
-    this.touch();
-    this.emit("message", { role: "visitor", text: frame.text, id: frame.id });
-  }
-
-  onText(frame) {
-    this.activeRun = frame.run_id;
-    let bubble = this.bubbles.get(frame.message_id);
-    if (!bubble) {
-      bubble = new AgentBubble(frame.id, this.lang);
-      this.bubbles.set(frame.message_id, bubble);
-      this.add(bubble.node);
-      this.countUnread(frame.id);
-      this.emit("message", { role: "agent", id: frame.id, message_id: frame.message_id });
-    }
-    const outcome = bubble.apply(frame.seq, frame.delta);
-    if (outcome === "restarted") this.recovering = bubble;
-    if (this.recovering === bubble && bubble.caughtUp) this.recovering = null;
-    this.touch();
-    if (outcome === "duplicate" || bubble.scheduled) return;
-    bubble.scheduled = true;
-    setTimeout(() => {
-      bubble.scheduled = false;
-      bubble.render();
-      this.changed();
-    }, 0);
-  }
-
-  onPrompt(frame) {
-    if (this.prompts.has(frame.token)) return;
-    const card = new PromptCard(frame, this.t, (payload) => this.answer(frame.token, payload));
-    this.prompts.set(frame.token, card);
-    this.activeRun = frame.run_id;
-    this.recovering = null;
-    const hadFocus = this.view.shadow.activeElement !== null || document.activeElement === document.body;
-    this.add(card.node, { force: true });
-    if (frame.state && frame.state !== "pending") {
-      this.settlePrompt(frame.token, frame.state);
-      return;
-    }
-    this.countUnread(frame.id);
-    this.emit("prompt", { token: frame.token, prompt: frame.prompt, schema: frame.schema });
-    if (hadFocus && this.isOpen) {
-      this.refresh();
-      card.firstControl()?.focus();
-    }
-  }
-
-  onAnswered(frame) {
-    const card = this.prompts.get(frame.token);
-    this.settlePrompt(frame.token, "received", frame.payload);
-    if (card) this.touch();
-  }
-
-  settlePrompt(token, state, payload) {
-    const card = this.prompts.get(token);
-    if (!card) return;
-    let note = "";
-    if (state === "received") {
-      note = payload === undefined ? this.t("answered") : this.t("youAnswered", { answer: describeAnswer(card.schema, payload, this.t) });
-    } else if (state === "expired") note = this.t("questionExpired");
-    else if (state === "cancelled") note = this.t("questionWithdrawn");
-    else if (state === "closed") note = this.t("questionClosed");
-    const focusWasInside = card.node.contains(this.view.shadow.activeElement);
-    card.setState(state, note);
-    if (focusWasInside) {
-      this.refresh();
-      this.view.input.focus();
-    }
-  }
-
-  onStatus(frame) {
-    if (frame.run_id === this.activeRun || this.activeRun === "starting") this.activeRun = null;
-    this.recovering = null;
-    clearTimeout(this.slowTimer);
-    this.slow = false;
-    for (const card of this.prompts.values()) {
-      if (card.state === "pending" && card.runId === frame.run_id && frame.status !== "completed") {
-        this.settlePrompt(card.token, "cancelled");
-      }
-    }
-    if (frame.status === "failed") this.add(el("p", "parley-msg parley-system", this.t("failed")));
-    else if (frame.status === "cancelled") this.add(el("p", "parley-msg parley-system", this.t("stopped")));
-    this.refresh();
-    this.flush();
-  }
-
-
 }
 
-Object.assign(ChatWidget.prototype, sending);
+Object.assign(ChatWidget.prototype, display, frames, sending);
+

@@ -2,7 +2,8 @@
 // the server when the connection is open and the agent is free (one message at a time:
 // the server refuses a new one while the session's run is going). A refusal the visitor
 // can do nothing about shows the reason and a Retry button; "busy" and "rate limited" are
-// retried by themselves. Answers to prompts go the same way, at once.
+// retried by themselves. Answers to prompts go the same way, at once. A message in flight
+// when the socket drops is queued again and re-sent once it is back.
 //
 // These are methods of ChatWidget (chat.js installs them on its prototype).
 
@@ -31,7 +32,8 @@ export const sending = {
     if (!sent) return;
     this.refs.delete(frame.ref);
     if (sent.kind === "message") {
-      this.activeRun = frame.run_id;
+      // a message sent again after a dropped socket is acked with its run, maybe ended
+      if (!this.ended.has(frame.run_id)) this.activeRun = frame.run_id;
       this.touch();
       const item = this.visitors.get(sent.clientId);
       if (item && item.state !== "sent") {
@@ -65,6 +67,8 @@ export const sending = {
     if (!item) return;
     if (frame.error === "busy" || frame.error === "rate_limited" || frame.error === "store_unavailable") {
       item.state = "queued"; // sent again by itself once the agent is free
+      // busy: the agent answers another tab's message (this tab may not know it yet)
+      item.busy = frame.error === "busy";
       this.noteQueued(sent.clientId);
       setTimeout(() => this.flush(), BUSY_RETRY_MS);
       return;
@@ -100,7 +104,7 @@ export const sending = {
     if (!ref) return;
     item.state = "sending";
     item.ref = ref;
-    item.bubble.setState("sending", { note: this.t("sending") });
+    item.bubble.setState("sending", { note: item.busy ? this.t("queuedBusy") : this.t("sending") });
     this.refs.set(ref, { kind: "message", clientId });
     this.activeRun = "starting";
     this.touch();
@@ -111,7 +115,8 @@ export const sending = {
     const item = this.visitors.get(clientId);
     if (!item || item.state !== "queued") return;
     const offline = !this.conn || !this.conn.open;
-    const note = offline ? this.t("queuedOffline") : this.busy() ? this.t("queuedBusy") : this.t("queued");
+    const busy = item.busy || this.busy();
+    const note = offline ? this.t("queuedOffline") : busy ? this.t("queuedBusy") : this.t("queued");
     item.bubble.setState("queued", { note });
   },
 
@@ -119,6 +124,26 @@ export const sending = {
     this.queue = this.queue.filter((id) => id !== clientId);
     const item = this.visitors.get(clientId);
     if (item) item.state = "sent";
+  },
+
+  /** The socket dropped: a message sent and not acked goes back to the queue, sent again
+   *  (with its client id: the server shows and starts it once) when the socket is back; an
+   *  answer not acked can be given again (the replay settles it if it was recorded). */
+  requeueUnacked() {
+    for (const sent of this.refs.values()) {
+      if (sent.kind === "message") {
+        const item = this.visitors.get(sent.clientId);
+        if (!item || item.state !== "sending") continue;
+        item.state = "queued";
+        item.ref = null;
+        this.noteQueued(sent.clientId);
+      } else {
+        const card = this.prompts.get(sent.token);
+        if (card && card.state === "sending") card.setState("pending", this.t("tryAgain"));
+      }
+    }
+    this.refs.clear();
+    if (this.activeRun === "starting") this.activeRun = null;
   },
 
   fail(clientId, why) {

@@ -14,14 +14,21 @@ the visitor's messages, its questions and their answers, its replies — as plai
 At most :data:`MEMORY_MESSAGES` messages of at most :data:`MEMORY_CHARS` characters each
 are kept (the oldest dropped).
 
+The model: a scripted one (no network, no key), or with ``PARLEY_DEMO_MODEL`` set, that
+LangChain chat model (``examples.models``, streaming) behind the same interface
+(``chat_model.ChatModelAdapter``): the same loop, tools and durable ``ask_visitor``.
+
 Environment (read by the worker, see ``runtime.settings.DemoSettings``):
 ``PARLEY_DEMO_PROMPT_TIMEOUT`` (default ``10m``), ``PARLEY_DEMO_CHUNK_DELAY`` seconds between
-streamed chunks (default ``0.03``).
+the scripted model's streamed chunks (default ``0.03``), ``PARLEY_DEMO_MODEL`` (and its
+``_BASE_URL``, ``_API_KEY``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 from typing import Any
 
 import orjson
@@ -41,7 +48,7 @@ from runtime.settings import DemoSettings
 
 from .. import trace
 from .agent import TOOLS, HookInterrupt, run_agent
-from .model import NO_RESPONSE, Message, ScriptedModel
+from .model import NO_RESPONSE, CallCounter, Message, Model, ScriptedModel
 
 __all__ = ["agent_step", "support_agent"]
 
@@ -50,6 +57,28 @@ log = logging.getLogger("parley.demo")
 SYSTEM = "You are Parley's support agent. Use the tools; ask the visitor when unsure."
 MEMORY_MESSAGES = 20
 MEMORY_CHARS = 1000
+_chat_models: dict[tuple[str, str | None, str | None], Any] = {}
+
+
+def demo_model(settings: DemoSettings, count: CallCounter) -> Model:
+    """The scripted model, or the one ``PARLEY_DEMO_MODEL`` names (built once a process)."""
+    if settings.model is None:
+        return ScriptedModel(chunk_delay=settings.chunk_delay, count=count)
+    from ..models import configured_model
+    from .chat_model import ChatModelAdapter
+
+    spec = (settings.model, settings.model_base_url, settings.model_api_key)
+    if spec not in _chat_models:
+        _chat_models[spec] = configured_model(settings)
+    return ChatModelAdapter(_chat_models[spec], count=count)
+
+
+def hook_name(tool_call_id: str) -> str:
+    """The hook of an ``ask_visitor`` call: named by the call's id (a model's ids may hold
+    characters a hook name may not: then by a digest of it)."""
+    if re.fullmatch(r"[A-Za-z0-9_-]{1,50}", tool_call_id):
+        return f"ask_visitor-{tool_call_id}"
+    return f"ask_visitor-{hashlib.sha256(tool_call_id.encode()).hexdigest()[:32]}"
 
 
 class AgentRun:
@@ -117,7 +146,7 @@ def remember(messages: list[Message]) -> list[Message]:
 async def agent_step(message: str, memory: list[Message] | None = None) -> dict[str, Any]:
     ctx = AgentRun()
     settings = DemoSettings.from_env()
-    model = ScriptedModel(chunk_delay=settings.chunk_delay, count=ctx.count_model_call)
+    model = demo_model(settings, ctx.count_model_call)
     checkpoint = await load_step_checkpoint()
     messages: list[Message]
     pending: dict[str, Any] | None
@@ -161,7 +190,7 @@ async def agent_step(message: str, memory: list[Message] | None = None) -> dict[
             reply = await run_agent(model, TOOLS, messages, ctx.text)
         except HookInterrupt as interrupt:
             pending = {
-                "hook": f"ask_visitor-{interrupt.tool_call_id}",
+                "hook": hook_name(interrupt.tool_call_id),
                 "tool_call_id": interrupt.tool_call_id,
                 "args": interrupt.request,
             }

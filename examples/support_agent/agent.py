@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .model import Message, ScriptedModel, assistant_turns
+from .model import Message, Model, assistant_turns
 
 Tool = Callable[..., Awaitable[str]]
 OnTurnText = Callable[[int, str], Awaitable[None]]
@@ -54,7 +54,7 @@ TOOLS: dict[str, Tool] = {"search_kb": search_kb, "ask_visitor": ask_visitor}
 
 
 async def run_agent(
-    model: ScriptedModel, tools: dict[str, Tool], messages: list[Message], on_text: OnTurnText
+    model: Model, tools: dict[str, Tool], messages: list[Message], on_text: OnTurnText
 ) -> str:
     """Run the loop on ``messages`` (mutated in place) until the model answers without a
     tool call; returns that answer. Raises :class:`HookInterrupt` with the transcript up to

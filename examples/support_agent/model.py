@@ -12,11 +12,20 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 Message = dict[str, Any]
 OnText = Callable[[str], Awaitable[None]]
 CallCounter = Callable[[int], Awaitable[None]]
+
+
+class Model(Protocol):
+    """What the agent loop calls: the scripted model, or a real one (``chat_model``)."""
+
+    async def complete(self, messages: list[Message], on_text: OnText) -> Message:
+        """The next assistant message; its text goes to ``on_text`` as it is generated."""
+        ...
+
 
 PRODUCTS = ["Parley Cloud", "Parley Self-hosted", "Something else"]
 NO_RESPONSE = "the visitor did not respond"

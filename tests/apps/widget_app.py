@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime import current_run, emit, step, step_hook, workflow
+from runtime import current_run, emit, first, hook, step, step_hook, workflow
 
 KINDS = "widget_kinds"
 MARKUP = "widget_markup"
+FIRST = "widget_first"
 
 CONTACT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -68,3 +69,25 @@ async def widget_markup(message: str) -> dict[str, Any]:
     choice = await ask("pick", XSS_QUESTION, {"type": "string", "enum": XSS_CHOICES})
     await say("end", f"You picked {choice}")
     return {"reply": str(choice)}
+
+
+@workflow(name=FIRST)
+async def widget_first(message: str) -> dict[str, Any]:
+    """Two questions at once; the first answered wins, the other is withdrawn (closed)."""
+    which, answer = await first(
+        hook(
+            "channel",
+            timeout="10m",
+            schema={"type": "string", "enum": ["Email", "Phone"]},
+            prompt="How should we reach you?",
+        ),
+        hook(
+            "close",
+            timeout="10m",
+            schema={"type": "boolean"},
+            prompt="Or shall we close the ticket?",
+        ),
+    )
+    reply = f"Went with {['channel', 'close'][which]}: {answer}."
+    await say("done", reply)
+    return {"reply": reply}

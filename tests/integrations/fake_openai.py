@@ -1,6 +1,8 @@
 """A local OpenAI-compatible chat-completions endpoint (streaming, tool calls) that plays
-the order assistant's part from the transcript it is sent, like a real model would: the
-demo's ``PARLEY_DEMO_MODEL`` path is tested against it (no hosted model is reachable).
+a demo agent's part from the transcript it is sent, like a real model would — the order
+assistant's (``order_script``, the ``/langchain`` demo) or the support agent's
+(``support_script``, the ``/`` demo): the demos' ``PARLEY_DEMO_MODEL`` path is tested
+against it (no hosted model is reachable).
 
 It records every request, and streams its final answer slowly, chunk by chunk, so that a
 test can kill a worker in the middle of it (``final_started`` is set after a few chunks).
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -24,6 +26,8 @@ from starlette.routing import Route
 from runtime.testing import free_port
 
 FINAL_CHUNKS = 60
+PRODUCTS = ["Parley Cloud", "Parley Self-hosted", "Something else"]
+Plan = list[dict[str, Any]]
 
 
 def final_text(answer: str) -> str:
@@ -31,9 +35,60 @@ def final_text(answer: str) -> str:
     return " ".join(words)
 
 
+def support_final_text(answer: str) -> str:
+    words = [f"Thanks! For {answer}: restart the worker."]
+    return " ".join(words + [f"w{i}" for i in range(FINAL_CHUNKS - 1)])
+
+
+def order_script(messages: list[dict[str, Any]]) -> Plan:
+    """The order assistant: look the order up, ask refund or reship, answer."""
+    last = messages[-1]
+    if last["role"] == "user":
+        return [{"tool": ("lookup_order", {"order_id": "1234"}), "id": "call_lookup"}]
+    if last["role"] == "tool" and last.get("tool_call_id") == "call_lookup":
+        return [
+            {"text": "Your parcel was lost in transit. "},
+            {
+                "tool": (
+                    "ask_visitor",
+                    {"question": "Refund or reship?", "choices": ["refund", "reship"]},
+                ),
+                "id": "call_ask",
+            },
+        ]
+    return [{"text": final_text(str(last["content"])), "final": True}]
+
+
+def support_script(messages: list[dict[str, Any]]) -> Plan:
+    """The support agent: search the knowledge base, ask for the product, answer."""
+    last = messages[-1]
+    if last["role"] == "user":
+        return [
+            {"text": "Let me look that up for you. "},
+            {"tool": ("search_kb", {"query": str(last["content"])}), "id": "call_search"},
+        ]
+    if last["role"] == "tool" and last.get("tool_call_id") == "call_search":
+        return [
+            {"text": f"I found an article: {last['content']} One question first. "},
+            {
+                "tool": (
+                    "ask_visitor",
+                    {"question": "Which product are you using?", "choices": PRODUCTS},
+                ),
+                "id": "call_ask",
+            },
+        ]
+    return [{"text": support_final_text(str(last["content"])), "final": True}]
+
+
 class FakeOpenAI:
-    def __init__(self, chunk_delay: float = 0.05) -> None:
+    def __init__(
+        self,
+        chunk_delay: float = 0.05,
+        script: Callable[[list[dict[str, Any]]], Plan] = order_script,
+    ) -> None:
         self.chunk_delay = chunk_delay
+        self.script = script
         self.requests: list[dict[str, Any]] = []
         self.final_started = threading.Event()
         self.port = free_port()
@@ -55,28 +110,10 @@ class FakeOpenAI:
     async def complete(self, request: Request) -> StreamingResponse:
         body = orjson.loads(await request.body())
         self.requests.append(body)
-        messages = body["messages"]
-        last = messages[-1]
-        if last["role"] == "user":
-            plan: list[dict[str, Any]] = [
-                {"tool": ("lookup_order", {"order_id": "1234"}), "id": "call_lookup"}
-            ]
-        elif last["role"] == "tool" and last.get("tool_call_id") == "call_lookup":
-            plan = [
-                {"text": "Your parcel was lost in transit. "},
-                {
-                    "tool": (
-                        "ask_visitor",
-                        {"question": "Refund or reship?", "choices": ["refund", "reship"]},
-                    ),
-                    "id": "call_ask",
-                },
-            ]
-        else:
-            plan = [{"text": final_text(str(last["content"])), "final": True}]
+        plan = self.script(body["messages"])
         return StreamingResponse(self._stream(plan), media_type="text/event-stream")
 
-    async def _stream(self, plan: list[dict[str, Any]]) -> AsyncIterator[bytes]:
+    async def _stream(self, plan: Plan) -> AsyncIterator[bytes]:
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
             data = {
                 "id": "chatcmpl-fake",

@@ -124,6 +124,33 @@ def test_reconnect_with_last_id_gets_only_what_is_new(client: TestClient) -> Non
     )
 
 
+def test_a_message_sent_again_with_its_client_id_is_shown_and_started_once(
+    client: TestClient,
+) -> None:
+    """A page that lost its socket before the ack sends its message again (same
+    ``client_id``, on a new socket): the server acks it with the run it already started,
+    even though that run is busy asking a question, and shows and starts nothing twice."""
+    session = new_session(client)
+    message = {"type": "message", "text": "my worker crashed", "client_id": "c-lost-ack"}
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        ws.receive_json()
+        ws.send_json({**message, "ref": "m1"})
+        frames = until(ws, lambda f: f["type"] == "prompt")
+    first = next(f for f in frames if f["type"] == "ack")
+    with client.websocket_connect(f"/ws/sessions/{session}?after={frames[-1]['id']}") as ws:
+        ws.receive_json()
+        ws.send_json({**message, "ref": "m2"})
+        again = until(ws, lambda f: f.get("ref") == "m2")[-1]
+        assert again == {**first, "ref": "m2"}
+        # another message is still refused while the run waits for its answer
+        ws.send_json({**message, "client_id": "c-other", "ref": "m3"})
+        assert until(ws, lambda f: f.get("ref") == "m3")[-1]["error"] == "busy"
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        replay = until(ws, lambda f: f["type"] == "prompt")
+    assert [f["client_id"] for f in replay if f["type"] == "visitor"] == ["c-lost-ack"]
+    assert sum(f["type"] == "prompt" for f in replay) == 1
+
+
 def test_a_socket_cannot_answer_another_sessions_hook(client: TestClient) -> None:
     session_a, session_b = new_session(client), new_session(client)
     with client.websocket_connect(f"/ws/sessions/{session_b}") as ws_b:

@@ -1,0 +1,82 @@
+"""A prompt withdrawn by ``first(...)`` in headless Chromium against real server and worker
+processes: the run asks two questions at once, the visitor answers one, and the other is
+shown as closed (its controls disabled, a note saying why) — live, and after a reload
+(the replayed prompt's state is ``closed``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+from .conftest import screenshot
+from .hosting import HostSite
+from .stack import Stack
+from .test_browser_ux import agent_page
+
+CLOSED_NOTE = "No answer needed any more — the agent went on without it."
+# The session's replay, read by the page's own origin: the prompts' states.
+REPLAYED_STATES = """async ([server, agent]) => {
+  const key = `parley:v1:${new URL(server).origin}:${agent}`;
+  const session = JSON.parse(localStorage.getItem(key)).session;
+  const ws = new WebSocket(`${server.replace(/^http/, "ws")}/ws/sessions/${session}`);
+  const prompts = [];
+  return await new Promise((resolve) => {
+    ws.onmessage = (event) => {
+      const frame = JSON.parse(event.data);
+      if (frame.type === "prompt") prompts.push([frame.prompt, frame.state]);
+      if (frame.type === "status") { ws.close(); resolve(prompts); }
+    };
+  });
+}"""
+
+
+@pytest.fixture
+def site() -> Iterator[HostSite]:
+    host = HostSite({})
+    yield host
+    host.close()
+
+
+def shows_answered_and_closed(page: Page) -> None:
+    cards = page.locator(".parley-prompt")
+    expect(cards).to_have_count(2)
+    answered, closed = cards.nth(0), cards.nth(1)
+    expect(answered).to_have_attribute("data-state", "received")
+    expect(answered).to_contain_text("You answered: Email")
+    expect(closed).to_contain_text("Or shall we close the ticket?")
+    expect(closed).to_have_attribute("data-state", "closed")
+    expect(closed).to_contain_text(CLOSED_NOTE)
+    buttons: Locator = closed.get_by_role("button")
+    expect(buttons).to_have_count(2)  # Yes / No, both disabled
+    for i in range(2):
+        expect(buttons.nth(i)).to_be_disabled()
+    expect(page.get_by_text("Went with channel: Email.")).to_be_visible()
+    expect(page.locator(".parley-widget")).to_have_attribute("data-state", "idle")
+    expect(page.get_by_label("Your message")).to_be_enabled()
+
+
+def test_the_prompt_a_first_withdrew_is_shown_closed_live_and_after_a_reload(
+    page: Page, site: HostSite, make_stack: Callable[..., Stack]
+) -> None:
+    stack = agent_page(page, site, make_stack, "widget_first")
+    box = page.get_by_label("Your message")
+    box.fill("help")
+    box.press("Enter")
+    cards = page.locator(".parley-prompt")
+    expect(cards).to_have_count(2)
+    for i in range(2):
+        expect(cards.nth(i)).to_have_attribute("data-state", "pending")
+    expect(cards.nth(1).get_by_role("button", name="Yes")).to_be_enabled()
+    cards.nth(0).get_by_role("button", name="Email").click()
+    shows_answered_and_closed(page)
+    screenshot(page, "first-1-closed")
+    page.reload()
+    expect(page.get_by_role("status").filter(has_text="Connected")).to_be_visible()
+    shows_answered_and_closed(page)
+    expect(page.get_by_text("Went with channel: Email.")).to_have_count(1)
+    assert page.evaluate(REPLAYED_STATES, [stack.url, "widget_first"]) == [
+        ["How should we reach you?", "received"],
+        ["Or shall we close the ticket?", "closed"],
+    ]
