@@ -7,9 +7,9 @@ import asyncio
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import orjson
@@ -51,6 +51,7 @@ from .settings import (
     Limits,
     Settings,
 )
+from .tags import check_tags, parse_tag
 from .store import Answer, CancelOutcome, ResumeOutcome, RetryOutcome, Store, open_store
 
 __all__ = ["Limits", "Runtime"]
@@ -146,9 +147,14 @@ class Runtime:
         session: str | None = None,
         run_id: str | None = None,
         idempotency_key: str | None = None,
+        tags: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> str:
         """Start a run of ``workflow`` (the function or its registered name); returns its id.
+
+        ``tags`` (search attributes, e.g. ``{"customer": "acme"}``: see
+        :mod:`runtime.tags` for what keys and values may hold) are recorded with the run
+        and indexed: ``list_runs(tag=...)`` and ``list_hooks(tag=...)`` find it by them.
 
         ``run_id`` gives the run the caller's own id; ``idempotency_key`` names the run to
         start. Either way a start that finds its run already there starts nothing and
@@ -160,10 +166,14 @@ class Runtime:
             check_session_id(session)
         if run_id is not None and idempotency_key is not None:
             raise UsageError("give a run id or an idempotency key, not both")
+        checked = check_tags(tags, run_id=run_id) if tags else None
+        started: dict[str, Any] = {"args": list(args)}
+        if kwargs:
+            started["kwargs"] = kwargs
+        if checked:
+            started["tags"] = checked  # the workflow's set_tags starts from these
         run_input = encode_value(
-            {"args": list(args), "kwargs": kwargs} if kwargs else {"args": list(args)},
-            what="workflow input",
-            limit=self.limits.max_payload_bytes,
+            started, what="workflow input", limit=self.limits.max_payload_bytes
         )
         if run_id is not None:
             check_new_run_id(run_id)
@@ -176,7 +186,10 @@ class Runtime:
         else:
             key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
             run_id = self.store.new_run_id(session, key)
-        await self.store.start(run_id, name, session, run_input)
+        if checked:
+            await self.store.start(run_id, name, session, run_input, cast(dict[str, str], checked))
+        else:
+            await self.store.start(run_id, name, session, run_input)
         return run_id
 
     async def _workflow_name(self, workflow: str | Callable[..., Any]) -> str:
@@ -321,7 +334,12 @@ class Runtime:
         copied = history_before(events, restart_point(events, from_step))
         new_id = self.store.new_run_id_beside(run_id)
         await self.store.restart(
-            run_id, new_id, info.workflow, info.session, [(e.type, dumps(e.data)) for e in copied]
+            run_id,
+            new_id,
+            info.workflow,
+            info.session,
+            [(e.type, dumps(e.data)) for e in copied],
+            info.tags or None,
         )
         return new_id
 
@@ -348,15 +366,25 @@ class Runtime:
         return events
 
     async def list_hooks(
-        self, status: str | HookStatus | None = "pending", *, run_id: str | None = None
+        self,
+        status: str | HookStatus | None = "pending",
+        *,
+        run_id: str | None = None,
+        tag: tuple[str, str] | str | None = None,
     ) -> list[HookInfo]:
-        """Hooks of one run (any status), or the pending hooks of every run."""
+        """Hooks of one run (any status), or the pending hooks of every run; ``tag``
+        (``("customer", "acme")`` or ``"customer:acme"``) keeps those of runs with it."""
         wanted = None if status is None else HookStatus(status)
+        pair = None if tag is None else _tag_pair(tag)
         if run_id is not None:
             hooks = await self.store.run_hooks(check_run_id(run_id))
+            if pair is not None and (await self.get_run(run_id)).tags.get(pair[0]) != pair[1]:
+                return []
             return [h for h in hooks or [] if wanted is None or h.status is wanted]
         if wanted is not HookStatus.PENDING:
             raise UsageError("listing hooks of every run supports status='pending' only")
+        if pair is not None:
+            return await self.store.pending_hooks(pair)
         return await self.store.pending_hooks()
 
     async def list_runs(
@@ -365,12 +393,17 @@ class Runtime:
         *,
         limit: int | None = None,
         version: str | None = None,
+        tag: tuple[str, str] | str | None = None,
     ) -> list[RunInfo]:
         """Runs in the store, newest first (an operator's scan: O(keys), not for hot paths).
 
-        ``status`` and ``version`` filter; ``limit`` bounds the number returned.
+        ``status`` and ``version`` filter; ``limit`` bounds the number returned. With
+        ``tag`` (``("customer", "acme")`` or ``"customer:acme"``) the runs come from the
+        tag index instead: the cost depends on ``limit``, not on the size of the store.
         """
         wanted = None if status is None else RunStatus(status)
+        if tag is not None:
+            return await self.store.list_runs(wanted, limit, version, _tag_pair(tag))
         return await self.store.list_runs(wanted, limit, version)
 
     async def stats(self) -> dict[str, int]:
@@ -397,6 +430,14 @@ class Runtime:
 
 
 MAX_ANSWERED_BY_CHARS = 200
+
+
+def _tag_pair(tag: tuple[str, str] | str) -> tuple[str, str]:
+    if isinstance(tag, str):
+        return parse_tag(tag)
+    key, value = tag
+    checked = check_tags({key: value})
+    return key, cast(str, checked[key])
 
 
 def _answered_by(answered_by: str | None, *, run_id: str, hook_id: str) -> dict[str, str]:

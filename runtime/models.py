@@ -58,6 +58,7 @@ class EventType(enum.StrEnum):
     PATCH_MARKED = "patch.marked"  # patch, step_id: this run took the patched path
     VALUE_RECORDED = "value.recorded"  # kind (now, random, uuid4), value
     FIRST_DECIDED = "first.decided"  # seq, winner (its index), closed (the other waits)
+    TAGS_SET = "tags.set"  # seq, tags (the run's tags after the change), changes
 
 
 # Events that wake a suspended run (an answer, an expiry, a timer).
@@ -128,6 +129,7 @@ class RunInfo:
     version: str | None = None  # the version of the worker that first executed it
     restarted_from: str | None = None  # the run this one continues (Runtime.restart)
     restarted_as: str | None = None  # the run that continues this one
+    tags: dict[str, str] = field(default_factory=dict)  # search attributes (runtime.tags)
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} {self.status.value}>"
@@ -145,6 +147,7 @@ class RunInfo:
             "version": self.version,
             "restarted_from": self.restarted_from,
             "restarted_as": self.restarted_as,
+            "tags": self.tags,
             "hooks": [h.to_json() for h in self.hooks],
             "pending_hooks": [h.to_json() for h in self.hooks if h.status is HookStatus.PENDING],
         }

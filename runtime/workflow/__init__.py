@@ -19,6 +19,7 @@ from .primitives import (
     sleep_until,
     step_hook,
 )
+from .tagging import set_tags
 
 __all__ = [
     "STEP_HOOK_TIMEOUT",
@@ -34,6 +35,7 @@ __all__ = [
     "patched",
     "random",
     "save_step_checkpoint",
+    "set_tags",
     "sleep",
     "sleep_until",
     "step",

@@ -58,4 +58,5 @@ def run_info(run_id: str, run: dict[bytes, bytes], hooks: dict[bytes, bytes]) ->
         version=opt_text(run.get(b"ver")),
         restarted_from=opt_text(run.get(b"restarted_from")),
         restarted_as=opt_text(run.get(b"restarted_as")),
+        tags=loads(run[b"tags"]) if run.get(b"tags") else {},
     )

@@ -5,8 +5,8 @@ with the race it closes. A script runs atomically on the single slot of one part
 it works unchanged on Redis Cluster.
 
 Each script is sent as: a header generated here from the Python constants (key templates,
-the group name, stream caps, run and hook states), then ``lua/lib.lua`` (helpers shared by
-all), then its own body. So no script spells a key name or a constant itself, and the
+the group name, stream caps, run and hook states), then ``lua/tags.lua`` (the tag index) and
+``lua/lib.lua`` (helpers shared by all), then its own body. So no script spells a key name or a constant itself, and the
 Python side stays the one owner of both.
 """
 
@@ -73,6 +73,9 @@ def header() -> str:
         f"local HOOK_CLOSED = {_lua_string(letters[HookStatus.CLOSED])}",
         f"local DIGEST_SUFFIX = {_lua_string(_records.DIGEST_SUFFIX)}",
         f"local DEADLINE_SEP = {_lua_string(_keys.DEADLINE_SEP)}",
+        f"local TAG_SEP = {_lua_string(_keys.TAG_SEP)}",
+        f"local TAG_LIST_SEP = {_lua_string(_keys.TAG_LIST_SEP)}",
+        f"local TAG_PRUNE_LIMIT = {_keys.TAG_PRUNE_LIMIT}",
         *(_key_function(name, template) for name, template in _keys.TEMPLATES.items()),
     ]
     return "\n".join(lines) + "\n"
@@ -87,4 +90,4 @@ def source(name: str) -> str:
     """The full text of script ``name`` as it is sent to Redis."""
     if name not in NAMES:
         raise KeyError(f"no script {name!r}; expected one of {NAMES}")
-    return header() + _read("lib") + "\n" + _read(name)
+    return header() + _read("tags") + "\n" + _read("lib") + "\n" + _read(name)

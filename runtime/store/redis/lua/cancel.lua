@@ -9,7 +9,7 @@ local keys = run_keys()
 local run_id, now, ttl, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local event, message = ARGV[5], ARGV[6]
 
-local rs = redis.call('HMGET', keys.run, 'status', 'msg', 'session')
+local rs = redis.call('HMGET', keys.run, 'status', 'msg', 'session', 'tags')
 local status, msg, session = rs[1], rs[2], rs[3]
 if not status then return {'no_run'} end
 if FINISHED[status] then return {'finished', status} end
@@ -26,5 +26,5 @@ redis.call('HDEL', keys.run, 'owner', 'lease', 'msg')
 if msg then ack_task(keys.tasks, msg) end
 append_event(keys.run, keys.events, EVENT.workflow_cancelled, event)
 if session and session ~= '' then post(key_outbox(prefix, session), message) end
-end_run(prefix, run_id, keys, session, ttl)
+end_run(prefix, run_id, keys, session, ttl, rs[4], now)
 return {'cancelled'}

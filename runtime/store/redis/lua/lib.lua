@@ -63,8 +63,9 @@ end
 
 -- A run ended (finished or cancelled): its checkpoints and its timer go, its pending hooks
 -- close, and its keys expire together after the retention; the session's messages too,
--- unless another of its runs still has a prompt pending.
-local function end_run(prefix, run_id, keys, session, ttl)
+-- unless another of its runs still has a prompt pending. A tagged run (`tags`: its JSON,
+-- false when untagged) leaves the tag index when its keys expire (lua/tags.lua).
+local function end_run(prefix, run_id, keys, session, ttl, tags, now)
   redis.call('DEL', keys.ckpt)
   local dl = redis.call('HGET', keys.run, 'dl')
   if dl then
@@ -80,7 +81,7 @@ local function end_run(prefix, run_id, keys, session, ttl)
     local left = tonumber(redis.call('HGET', waiting, session) or '0')
     if closed > 0 then left = unwait(waiting, session, closed) end
     if left <= 0 then redis.call('EXPIRE', key_outbox(prefix, session), ttl) end
-  end
+  end  if tags then tags_ended(prefix, run_id, tags, now, ttl) end
 end
 
 -- Every per-run script receives the run's keys in this order (RunKeys.all in _keys.py).
