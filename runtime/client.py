@@ -51,8 +51,8 @@ from .settings import (
     Limits,
     Settings,
 )
-from .tags import check_tags, parse_tag
 from .store import Answer, CancelOutcome, ResumeOutcome, RetryOutcome, Store, open_store
+from .tags import check_tags, parse_tag
 
 __all__ = ["Limits", "Runtime"]
 

@@ -104,7 +104,9 @@ async def test_runs_and_hooks_listed_by_tag(redis_url: str) -> None:
     table = parley(redis_url, "runs", "list", "--tag", "customer=globex").stdout.splitlines()
     assert [line.split()[0] for line in table[1:]] == [other]
     assert table[1].split()[-1] == "customer=globex"
-    hooks = json.loads(parley(redis_url, "hooks", "list", "--tag", "customer=acme", "--json").stdout)
+    hooks = json.loads(
+        parley(redis_url, "hooks", "list", "--tag", "customer=acme", "--json").stdout
+    )
     assert [h["run_id"] for h in hooks] == [acme]
     bad = parley(redis_url, "runs", "list", "--tag", "customer:acme")
     assert bad.returncode == 1 and "expected a tag as key=value" in bad.stderr

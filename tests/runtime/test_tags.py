@@ -42,6 +42,11 @@ async def tags_in_step_wf() -> None:
     await tag_inside_step()
 
 
+def _text(member: object) -> str:
+    assert isinstance(member, bytes)
+    return member.decode()
+
+
 async def _ids(rt: Runtime, tag: str, **filters: object) -> list[str]:
     return [r.run_id for r in await rt.list_runs(tag=tag, **filters)]  # type: ignore[arg-type]
 
@@ -166,8 +171,8 @@ async def test_expired_runs_leave_the_index(backend_url: str) -> None:
         await rt.cancel(old)
         store = raw(rt)
         index = store.keys.key("tag", 0, tag="customer=acme")
-        assert [m.decode() for m in await store.client.zrange(index, 0, -1)] == [old]
+        assert [_text(m) for m in await store.client.zrange(index, 0, -1)] == [old]
         await asyncio.sleep(1.2)  # the tag-ends entry is due: ended + retention (1 s)
         assert await _ids(rt, "customer:acme") == []  # its hash is gone: skipped
         new = await rt.start(tagged_wf, "low", tags={"customer": "acme"})  # prunes
-        assert [m.decode() for m in await store.client.zrange(index, 0, -1)] == [new]
+        assert [_text(m) for m in await store.client.zrange(index, 0, -1)] == [new]

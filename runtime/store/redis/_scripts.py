@@ -5,9 +5,9 @@ with the race it closes. A script runs atomically on the single slot of one part
 it works unchanged on Redis Cluster.
 
 Each script is sent as: a header generated here from the Python constants (key templates,
-the group name, stream caps, run and hook states), then ``lua/tags.lua`` (the tag index) and
-``lua/lib.lua`` (helpers shared by all), then its own body. So no script spells a key name or a constant itself, and the
-Python side stays the one owner of both.
+the group name, stream caps, run and hook states), then ``lua/tags.lua`` (the tag index)
+and ``lua/lib.lua`` (helpers shared by all), then its own body. So no script spells a key
+name or a constant itself, and the Python side stays the one owner of both.
 """
 
 from __future__ import annotations
