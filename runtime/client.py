@@ -14,6 +14,7 @@ from typing import Any, cast
 import jsonschema
 import orjson
 
+from . import tracing
 from ._codec import Duration, dumps, encode_fragment, encode_value, loads, parse_duration
 from .errors import (
     EventLimitExceeded,
@@ -161,6 +162,23 @@ class Runtime:
         returns its id: a start retried after an error or a timeout runs once. (The name
         is free again once the run has expired after its retention.)
         """
+        if tracing.enabled():
+            with tracing.span("parley.start", attributes={"parley.workflow": str(workflow)}):
+                return await self._start(
+                    workflow, args, session, run_id, idempotency_key, tags, kwargs
+                )
+        return await self._start(workflow, args, session, run_id, idempotency_key, tags, kwargs)
+
+    async def _start(
+        self,
+        workflow: str | Callable[..., Any],
+        args: tuple[Any, ...],
+        session: str | None,
+        run_id: str | None,
+        idempotency_key: str | None,
+        tags: Mapping[str, str] | None,
+        kwargs: dict[str, Any],
+    ) -> str:
         name = await self._workflow_name(workflow)
         if session is not None:
             check_session_id(session)
@@ -172,6 +190,9 @@ class Runtime:
             started["kwargs"] = kwargs
         if checked:
             started["tags"] = checked  # the workflow's set_tags starts from these
+        trace = tracing.traceparent()
+        if trace is not None:  # every execution of the run continues this trace
+            started["trace"] = trace
         run_input = encode_value(
             started, what="workflow input", limit=self.limits.max_payload_bytes
         )
@@ -190,6 +211,8 @@ class Runtime:
             await self.store.start(run_id, name, session, run_input, cast(dict[str, str], checked))
         else:
             await self.store.start(run_id, name, session, run_input)
+        if trace is not None:
+            tracing.annotate({"parley.run_id": run_id})
         return run_id
 
     async def _workflow_name(self, workflow: str | Callable[..., Any]) -> str:
@@ -220,8 +243,17 @@ class Runtime:
         HookAlreadyAnswered (a different answer was accepted), HookExpired/HookCancelled,
         RunFinished, InvalidPayload/PayloadTooLarge; none of these changes anything.
         """
+        if tracing.enabled():
+            with tracing.span("parley.resume_hook", attributes={"parley.token": token}):
+                return await self._resume_hook(token, payload, answered_by)
+        return await self._resume_hook(token, payload, answered_by)
+
+    async def _resume_hook(self, token: str, payload: Any, answered_by: str | None) -> bool:
         run_id, hook_id = parse_token(token)
         ids = {"run_id": run_id, "hook_id": hook_id}
+        trace = tracing.traceparent()
+        # the execution this answer wakes links to it (runtime.tracing)
+        traced = {} if trace is None else {"trace": trace}
         encoded = encode_value(
             payload, what="hook payload", limit=self.limits.max_payload_bytes, **ids
         )
@@ -232,7 +264,7 @@ class Runtime:
             payload=encoded,
             digest=hashlib.sha1(encoded).hexdigest(),
             event=encode_fragment(
-                "payload", encoded, hook_id=hook_id, **_answered_by(answered_by, **ids)
+                "payload", encoded, hook_id=hook_id, **_answered_by(answered_by, **ids), **traced
             ),
             announcement=encode_fragment(
                 "payload", encoded, type="answered", run_id=run_id, token=token
