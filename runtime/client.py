@@ -7,13 +7,14 @@ import asyncio
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import orjson
 
+from . import tracing
 from ._codec import Duration, dumps, encode_fragment, encode_value, loads, parse_duration
 from .errors import (
     EventLimitExceeded,
@@ -61,6 +62,7 @@ from .store import (
     Store,
     open_store,
 )
+from .tags import check_tags, parse_tag
 
 __all__ = ["Limits", "Runtime"]
 
@@ -155,24 +157,53 @@ class Runtime:
         session: str | None = None,
         run_id: str | None = None,
         idempotency_key: str | None = None,
+        tags: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> str:
         """Start a run of ``workflow`` (the function or its registered name); returns its id.
+
+        ``tags`` (search attributes, e.g. ``{"customer": "acme"}``: see
+        :mod:`runtime.tags` for what keys and values may hold) are recorded with the run
+        and indexed: ``list_runs(tag=...)`` and ``list_hooks(tag=...)`` find it by them.
 
         ``run_id`` gives the run the caller's own id; ``idempotency_key`` names the run to
         start. Either way a start that finds its run already there starts nothing and
         returns its id: a start retried after an error or a timeout runs once. (The name
         is free again once the run has expired after its retention.)
         """
+        if tracing.enabled():
+            with tracing.span("parley.start", attributes={"parley.workflow": str(workflow)}):
+                return await self._start(
+                    workflow, args, session, run_id, idempotency_key, tags, kwargs
+                )
+        return await self._start(workflow, args, session, run_id, idempotency_key, tags, kwargs)
+
+    async def _start(
+        self,
+        workflow: str | Callable[..., Any],
+        args: tuple[Any, ...],
+        session: str | None,
+        run_id: str | None,
+        idempotency_key: str | None,
+        tags: Mapping[str, str] | None,
+        kwargs: dict[str, Any],
+    ) -> str:
         name = await self._workflow_name(workflow)
         if session is not None:
             check_session_id(session)
         if run_id is not None and idempotency_key is not None:
             raise UsageError("give a run id or an idempotency key, not both")
+        checked = check_tags(tags, run_id=run_id) if tags else None
+        started: dict[str, Any] = {"args": list(args)}
+        if kwargs:
+            started["kwargs"] = kwargs
+        if checked:
+            started["tags"] = checked  # the workflow's set_tags starts from these
+        trace = tracing.traceparent()
+        if trace is not None:  # every execution of the run continues this trace
+            started["trace"] = trace
         run_input = encode_value(
-            {"args": list(args), "kwargs": kwargs} if kwargs else {"args": list(args)},
-            what="workflow input",
-            limit=self.limits.max_payload_bytes,
+            started, what="workflow input", limit=self.limits.max_payload_bytes
         )
         if run_id is not None:
             check_new_run_id(run_id)
@@ -185,7 +216,12 @@ class Runtime:
         else:
             key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
             run_id = self.store.new_run_id(session, key)
-        await self.store.start(run_id, name, session, run_input)
+        if checked:
+            await self.store.start(run_id, name, session, run_input, cast(dict[str, str], checked))
+        else:
+            await self.store.start(run_id, name, session, run_input)
+        if trace is not None:
+            tracing.annotate({"parley.run_id": run_id})
         return run_id
 
     async def _workflow_name(self, workflow: str | Callable[..., Any]) -> str:
@@ -216,8 +252,17 @@ class Runtime:
         HookAlreadyAnswered (a different answer was accepted), HookExpired/HookCancelled,
         RunFinished, InvalidPayload/PayloadTooLarge; none of these changes anything.
         """
+        if tracing.enabled():
+            with tracing.span("parley.resume_hook", attributes={"parley.token": token}):
+                return await self._resume_hook(token, payload, answered_by)
+        return await self._resume_hook(token, payload, answered_by)
+
+    async def _resume_hook(self, token: str, payload: Any, answered_by: str | None) -> bool:
         run_id, hook_id = parse_token(token)
         ids = {"run_id": run_id, "hook_id": hook_id}
+        trace = tracing.traceparent()
+        # the execution this answer wakes links to it (runtime.tracing)
+        traced = {} if trace is None else {"trace": trace}
         encoded = encode_value(
             payload, what="hook payload", limit=self.limits.max_payload_bytes, **ids
         )
@@ -228,7 +273,7 @@ class Runtime:
             payload=encoded,
             digest=hashlib.sha1(encoded).hexdigest(),
             event=encode_fragment(
-                "payload", encoded, hook_id=hook_id, **_answered_by(answered_by, **ids)
+                "payload", encoded, hook_id=hook_id, **_answered_by(answered_by, **ids), **traced
             ),
             announcement=encode_fragment(
                 "payload", encoded, type="answered", run_id=run_id, token=token
@@ -348,7 +393,12 @@ class Runtime:
         copied = history_before(events, restart_point(events, from_step))
         new_id = self.store.new_run_id_beside(run_id)
         await self.store.restart(
-            run_id, new_id, info.workflow, info.session, [(e.type, dumps(e.data)) for e in copied]
+            run_id,
+            new_id,
+            info.workflow,
+            info.session,
+            [(e.type, dumps(e.data)) for e in copied],
+            info.tags or None,
         )
         return new_id
 
@@ -375,15 +425,25 @@ class Runtime:
         return events
 
     async def list_hooks(
-        self, status: str | HookStatus | None = "pending", *, run_id: str | None = None
+        self,
+        status: str | HookStatus | None = "pending",
+        *,
+        run_id: str | None = None,
+        tag: tuple[str, str] | str | None = None,
     ) -> list[HookInfo]:
-        """Hooks of one run (any status), or the pending hooks of every run."""
+        """Hooks of one run (any status), or the pending hooks of every run; ``tag``
+        (``("customer", "acme")`` or ``"customer:acme"``) keeps those of runs with it."""
         wanted = None if status is None else HookStatus(status)
+        pair = None if tag is None else _tag_pair(tag)
         if run_id is not None:
             hooks = await self.store.run_hooks(check_run_id(run_id))
+            if pair is not None and (await self.get_run(run_id)).tags.get(pair[0]) != pair[1]:
+                return []
             return [h for h in hooks or [] if wanted is None or h.status is wanted]
         if wanted is not HookStatus.PENDING:
             raise UsageError("listing hooks of every run supports status='pending' only")
+        if pair is not None:
+            return await self.store.pending_hooks(pair)
         return await self.store.pending_hooks()
 
     async def list_runs(
@@ -392,12 +452,17 @@ class Runtime:
         *,
         limit: int | None = None,
         version: str | None = None,
+        tag: tuple[str, str] | str | None = None,
     ) -> list[RunInfo]:
         """Runs in the store, newest first (an operator's scan: O(keys), not for hot paths).
 
-        ``status`` and ``version`` filter; ``limit`` bounds the number returned.
+        ``status`` and ``version`` filter; ``limit`` bounds the number returned. With
+        ``tag`` (``("customer", "acme")`` or ``"customer:acme"``) the runs come from the
+        tag index instead: the cost depends on ``limit``, not on the size of the store.
         """
         wanted = None if status is None else RunStatus(status)
+        if tag is not None:
+            return await self.store.list_runs(wanted, limit, version, _tag_pair(tag))
         return await self.store.list_runs(wanted, limit, version)
 
     async def stats(self) -> dict[str, int]:
@@ -424,6 +489,14 @@ class Runtime:
 
 
 MAX_ANSWERED_BY_CHARS = 200
+
+
+def _tag_pair(tag: tuple[str, str] | str) -> tuple[str, str]:
+    if isinstance(tag, str):
+        return parse_tag(tag)
+    key, value = tag
+    checked = check_tags({key: value})
+    return key, cast(str, checked[key])
 
 
 def _answered_by(answered_by: str | None, *, run_id: str, hook_id: str) -> dict[str, str]:

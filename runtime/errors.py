@@ -6,7 +6,8 @@ response can always say *which* run went wrong::
 
     ParleyError
     ├── UsageError                 the API was called the wrong way (outside a step, bad name, ...)
-    │   └── WorkflowNotFound       no workflow registered under that name
+    │   ├── WorkflowNotFound       no workflow registered under that name
+    │   └── InvalidTag             a tag key or value that is not allowed (runtime.tags)
     ├── InvalidToken               a hook token that is not "<run_id>:<hook_id>"
     ├── InvalidLink                an answer link: malformed, altered, expired, of a retired key
     ├── InvalidPayload             an answer/result/checkpoint that is not JSON or fails the schema
@@ -44,6 +45,7 @@ __all__ = [
     "HookTimeout",
     "InvalidLink",
     "InvalidPayload",
+    "InvalidTag",
     "InvalidToken",
     "LeaseLost",
     "MessageTimeout",
@@ -94,6 +96,12 @@ class UsageError(ParleyError):
 
 class WorkflowNotFound(UsageError):
     code = "workflow_not_found"
+
+
+class InvalidTag(UsageError):
+    """A tag key or value that is not allowed (see :mod:`runtime.tags`)."""
+
+    code = "invalid_tag"
 
 
 class InvalidToken(ParleyError):

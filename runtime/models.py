@@ -61,6 +61,7 @@ class EventType(enum.StrEnum):
     CHILD_COMPLETED = "child.completed"  # child_run_id, status, result or error
     MESSAGE_RECEIVED = "message.received"  # topic, payload: the next message of a topic
     FIRST_DECIDED = "first.decided"  # seq, winner (its index), closed (the other waits)
+    TAGS_SET = "tags.set"  # seq, tags (the run's tags after the change), changes
 
 
 # Events that wake a suspended run (an answer, an expiry, a timer).
@@ -133,6 +134,7 @@ class RunInfo:
     restarted_as: str | None = None  # the run that continues this one
     parent_run_id: str | None = None  # the run that started this one with child()
     child_run_ids: list[str] = field(default_factory=list)  # the runs it started so
+    tags: dict[str, str] = field(default_factory=dict)  # search attributes (runtime.tags)
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} {self.status.value}>"
@@ -152,6 +154,7 @@ class RunInfo:
             "restarted_as": self.restarted_as,
             "parent_run_id": self.parent_run_id,
             "child_run_ids": self.child_run_ids,
+            "tags": self.tags,
             "hooks": [h.to_json() for h in self.hooks],
             "pending_hooks": [h.to_json() for h in self.hooks if h.status is HookStatus.PENDING],
         }

@@ -25,6 +25,8 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_DEMO_MODEL_API_KEY`` | (none) | its key |
 | ``PARLEY_DEMO_PROMPT_TIMEOUT`` | ``10m`` | how long the demo agents wait for an answer |
 | ``PARLEY_DEMO_CHUNK_DELAY`` | 0.03 | seconds between the scripted models' chunks |
+| ``PARLEY_TRACING`` | (off) | ``1``: OpenTelemetry spans, global provider (``runtime.tracing``) |
+| ``PARLEY_TRACING_FILE`` | (none) | spans of a ``parley`` process as JSON lines in this file |
 | ``PARLEY_CRASH_AT`` | (none) | fault injection for tests (``runtime._faults``) |
 
 ``PARLEY_ALLOWED_ORIGINS``: comma-separated origins (``https://shop.example``) or ``*``; the
@@ -93,6 +95,8 @@ class Settings:
     link_keys: tuple[tuple[str, str], ...] = ()  # (key id, secret), the signing one first
     public_url: str | None = None
     allowed_origins: tuple[str, ...] = ()
+    tracing: bool = False  # PARLEY_TRACING (runtime.tracing)
+    tracing_file: str | None = None  # PARLEY_TRACING_FILE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -114,6 +118,8 @@ class Settings:
             link_keys=_pairs(env, "PARLEY_LINK_KEYS"),
             public_url=(env.get("PARLEY_PUBLIC_URL") or "").rstrip("/") or None,
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
+            tracing=env.get("PARLEY_TRACING", "").lower() in ("1", "true", "yes", "on"),
+            tracing_file=env.get("PARLEY_TRACING_FILE") or None,
         )
 
 

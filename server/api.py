@@ -98,13 +98,13 @@ async def healthz(request: Request) -> Response:
 async def start_run(request: Request) -> Response:
     ctx = require_api_key(request, Permission.START)
     body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
-    unknown = sorted(set(body) - {"workflow", "args", "kwargs", "session", "run_id"})
+    unknown = sorted(set(body) - {"workflow", "args", "kwargs", "session", "run_id", "tags"})
     if unknown:
         raise ApiError(
             400,
             "malformed",
             f"unknown field(s) {', '.join(unknown)}; expected workflow, args, kwargs, session, "
-            "run_id",
+            "run_id, tags",
         )
     workflow = body.get("workflow")
     args = body.get("args", [])
@@ -115,15 +115,16 @@ async def start_run(request: Request) -> Response:
     if not isinstance(args, list):
         raise ApiError(400, "malformed", f"expected 'args' to be an array, got {_kind(args)}")
     kwargs = expect_object(kwargs, "'kwargs'")
-    if {"session", "run_id", "idempotency_key"} & set(kwargs):
+    tags = expect_object(body.get("tags", {}), "'tags'")  # values checked by Runtime.start
+    if {"session", "run_id", "idempotency_key", "tags"} & set(kwargs):
         # Runtime.start takes `session` itself: a workflow parameter of that name cannot
         # be passed through kwargs (it would be a TypeError, i.e. a 500).
         raise ApiError(
             400,
             "malformed",
-            "'kwargs' may not contain 'session', 'run_id' or 'idempotency_key' (the run's "
-            "chat session and id are the top-level 'session' and 'run_id' fields and the "
-            "Idempotency-Key header)",
+            "'kwargs' may not contain 'session', 'run_id', 'idempotency_key' or 'tags' (the "
+            "run's chat session, id and tags are the top-level 'session', 'run_id' and "
+            "'tags' fields and the Idempotency-Key header)",
         )
     if session is not None:
         if not isinstance(session, str):
@@ -139,6 +140,7 @@ async def start_run(request: Request) -> Response:
         session=session,
         run_id=body.get("run_id"),
         idempotency_key=request.headers.get("idempotency-key"),
+        tags=tags or None,
         **kwargs,
     )
     if session is not None:
@@ -191,7 +193,10 @@ async def list_hooks(request: Request) -> Response:
         )
     if run_id is None and status != "pending":
         raise UsageError("listing hooks of every run supports status=pending only; add run_id")
-    hooks = await ctx.runtime.list_hooks(None if status == "all" else status, run_id=run_id)
+    tag = request.query_params.get("tag") or None  # key:value, from the run's tags
+    hooks = await ctx.runtime.list_hooks(
+        None if status == "all" else status, run_id=run_id, tag=tag
+    )
     return _json({"hooks": [h.to_json() for h in hooks]})
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from runtime import Runtime
+from runtime import Runtime, tracing
 from runtime.settings import Settings
 
 from .app import create_app
@@ -71,6 +71,7 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
     for module in serving.apps:
         importlib.import_module(module)
     settings = Settings.from_env()
+    tracing.configure(settings)
     api_key = settings.api_key
     try:
         more_keys = [k for k in keys_from_settings(settings) if k.name != "default"]

@@ -27,6 +27,7 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from runtime import RunInfo, RunStatus
+from runtime.tags import parse_tag
 
 from .api import _json, api_key_of, ctx_of, expect_object, read_json, require_api_key
 from .auth import Permission
@@ -76,8 +77,15 @@ def _time_param(request: Request, name: str) -> float | None:
         ) from None
 
 
+def _tags(request: Request) -> list[tuple[str, str]]:
+    """The ``tag=key:value`` filters (repeatable: a run must have all of them)."""
+    return [parse_tag(raw) for raw in request.query_params.getlist("tag")]
+
+
 def _matches(run: RunInfo, request: Request, since: float | None, until: float | None) -> bool:
     params = request.query_params
+    if any(run.tags.get(key) != value for key, value in _tags(request)):
+        return False
     if params.get("workflow") and run.workflow != params["workflow"]:
         return False
     if params.get("session") and run.session != params["session"]:
@@ -103,14 +111,27 @@ async def list_runs(request: Request) -> Response:
     limit = _int_param(request, "limit", 50, 1, MAX_PAGE)
     since, until = _time_param(request, "since"), _time_param(request, "until")
     version = request.query_params.get("version") or None
-    listed = await ctx.runtime.list_runs(status, version=version)
-    runs = [r for r in listed if _matches(r, request, since, until)]
+    tags = _tags(request)
+    total: int | None
+    if tags:
+        # From the first tag's index (not a scan). With no other filter, only the page
+        # and one more run are read: the total is then unknown (None) when there is more.
+        others = len(tags) > 1 or since is not None or until is not None
+        others = others or any(request.query_params.get(n) for n in ("workflow", "session", "q"))
+        window = None if others else offset + limit + 1
+        listed = await ctx.runtime.list_runs(status, version=version, tag=tags[0], limit=window)
+        runs = [r for r in listed if _matches(r, request, since, until)]
+        total = None if window is not None and len(runs) == window else len(runs)
+    else:
+        listed = await ctx.runtime.list_runs(status, version=version)
+        runs = [r for r in listed if _matches(r, request, since, until)]
+        total = len(runs)
     page = runs[offset : offset + limit]
     more = offset + limit < len(runs)
     return _json(
         {
             "runs": [{k: v for k, v in r.to_json().items() if k != "hooks"} for r in page],
-            "total": len(runs),
+            "total": total,
             "offset": offset,
             "next_offset": offset + limit if more else None,
         }

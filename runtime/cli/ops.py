@@ -18,6 +18,7 @@ from ..client import Runtime
 from ..errors import ParleyError, UsageError
 from ..models import Event, RunStatus
 from ..settings import DEFAULT_URL
+from ..tags import parse_tag
 
 
 def add_commands(sub: Any, add_common: Any) -> None:
@@ -27,6 +28,9 @@ def add_commands(sub: Any, add_common: Any) -> None:
     listing.add_argument("--status", choices=[s.value for s in RunStatus])
     listing.add_argument("--version", help="only runs first executed by workers of this version")
     listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument(
+        "--tag", metavar="KEY=VALUE", help="only runs with this tag (from the tag index)"
+    )
     show = runs_sub.add_parser("show", help="a run: status, timeline, pending hooks")
     show.add_argument("run_id")
     cancel = runs_sub.add_parser("cancel", help="cancel a run")
@@ -52,6 +56,7 @@ def add_commands(sub: Any, add_common: Any) -> None:
     hooks_sub = hooks.add_subparsers(dest="action", required=True)
     hooks_list = hooks_sub.add_parser("list", help="pending hooks of every run")
     hooks_list.add_argument("--pending", action="store_true", help="(the default)")
+    hooks_list.add_argument("--tag", metavar="KEY=VALUE", help="only hooks of runs with this tag")
     resume = hooks_sub.add_parser("resume", help="answer a hook (the same resume_hook path)")
     resume.add_argument("token")
     resume.add_argument("--payload", required=True, help="the answer, as JSON")
@@ -106,14 +111,15 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _runs_list(rt: Runtime, args: argparse.Namespace) -> int:
-    if not args.json:
+    tag = None if args.tag is None else parse_tag(args.tag, "=")
+    if not args.json and tag is None:
         print("scanning runs...", file=sys.stderr, flush=True)
-    runs = await rt.list_runs(args.status, limit=args.limit, version=args.version)
+    runs = await rt.list_runs(args.status, limit=args.limit, version=args.version, tag=tag)
     if args.json:
         _print_json([r.to_json() for r in runs])
     else:
         _table(
-            ["RUN", "WORKFLOW", "STATUS", "VERSION", "CREATED", "SESSION"],
+            ["RUN", "WORKFLOW", "STATUS", "VERSION", "CREATED", "SESSION", "TAGS"],
             [
                 [
                     r.run_id,
@@ -122,6 +128,7 @@ async def _runs_list(rt: Runtime, args: argparse.Namespace) -> int:
                     r.version or "-",
                     _when(r.created_at),
                     r.session or "-",
+                    " ".join(f"{k}={v}" for k, v in r.tags.items()) or "-",
                 ]
                 for r in runs
             ],
@@ -205,7 +212,8 @@ async def _runs_export(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def _hooks_list(rt: Runtime, args: argparse.Namespace) -> int:
-    hooks = await rt.list_hooks()
+    tag = None if args.tag is None else parse_tag(args.tag, "=")
+    hooks = await rt.list_hooks(tag=tag)
     if args.json:
         _print_json([h.to_json() for h in hooks])
     else:

@@ -8,6 +8,7 @@ import logging
 import signal
 from typing import Any
 
+from .. import tracing
 from ..client import Runtime
 from ..ids import check_name
 from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
@@ -60,6 +61,7 @@ def _worker_command(args: argparse.Namespace) -> int:
 
 
 async def _run_worker(args: argparse.Namespace) -> None:
+    tracing.configure(Settings.from_env())
     runtime = Runtime(args.redis, partitions=args.partitions, lease_seconds=args.lease)
     if args.version:
         check_name(args.version, "version")

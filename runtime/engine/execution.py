@@ -52,12 +52,15 @@ def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
     if loop in _tracking_loops:
         return
     previous = loop.get_task_factory()
-    make: Any = previous if previous is not None else _plain_task
 
     def factory(
         loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
     ) -> asyncio.Future[Any]:
-        task: asyncio.Future[Any] = make(loop, coro, **kwargs)
+        task: asyncio.Future[Any] = (
+            asyncio.Task(coro, loop=loop, **kwargs)
+            if previous is None
+            else previous(loop, coro, **kwargs)
+        )
         execution = current_execution.get()
         if execution is not None:
             execution.children.append(task)
@@ -65,12 +68,6 @@ def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
 
     loop.set_task_factory(cast(Any, factory))
     _tracking_loops.add(loop)
-
-
-def _plain_task(
-    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
-) -> asyncio.Task[Any]:
-    return asyncio.Task(coro, loop=loop, **kwargs)
 
 
 class Execution:

@@ -45,6 +45,7 @@ class ReplayIndex:
 
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)  # the run's tags, as of this point
     completed: dict[str, Any] = field(default_factory=dict)  # step id -> result
     failures: dict[str, list[StepFailure]] = field(default_factory=dict)
     started: set[tuple[str, int]] = field(default_factory=set)  # (step id, attempt)
@@ -93,6 +94,7 @@ def _call(index: ReplayIndex, data: dict[str, Any], call: Call) -> None:
 def _started(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.args = list(data.get("args", []))
     index.kwargs = dict(data.get("kwargs", {}))
+    index.tags = dict(data.get("tags", {}))
 
 
 def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -175,6 +177,11 @@ def _patch_marked(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.patches.add((data["patch"], data.get("step_id")))
 
 
+def _tags_set(index: ReplayIndex, data: dict[str, Any]) -> None:
+    index.tags = dict(data.get("tags", {}))
+    _call(index, data, Call("set_tags", "", data.get("digest")))
+
+
 def _timer_fired(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.fired.add(data["timer_id"])
 
@@ -197,6 +204,7 @@ _HANDLERS: dict[str, Callable[[ReplayIndex, dict[str, Any]], None]] = {
     EventType.MESSAGE_RECEIVED: _message_received,
     EventType.CHILD_STARTED: _child_started,
     EventType.CHILD_COMPLETED: _child_completed,
+    EventType.TAGS_SET: _tags_set,
 }
 
 # Events that end a wait, and the field naming it.

@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import _faults
+from .. import _faults, tracing
 from .._clock import now_ms
 from .._codec import dumps, encode_fragment, encode_value
 from ..errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
@@ -72,7 +72,9 @@ async def call_step(
         scope = StepScope(step_id, options.name)
         token = current_step.set(scope)
         try:
-            if options.timeout is None:
+            if tracing.enabled():
+                result = await _traced_step(fn, options, args, kwargs, step_id, attempt)
+            elif options.timeout is None:
                 result = await fn(*args, **kwargs)
             else:
                 async with asyncio.timeout(options.timeout):
@@ -101,6 +103,21 @@ async def call_step(
         execution.flush_before_step = True
         _faults.crash_point("after_step_completed")
         return value
+
+
+async def _traced_step(
+    fn: Callable[..., Awaitable[Any]],
+    options: StepOptions,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    step_id: str,
+    attempt: int,
+) -> Any:
+    """The step's body as a ``parley.step`` span (runtime.tracing)."""
+    attributes = {"parley.step_id": step_id, "parley.attempt": attempt}
+    with tracing.span("parley.step", attributes=attributes):
+        async with asyncio.timeout(options.timeout):
+            return await fn(*args, **kwargs)
 
 
 async def _record_failure(

@@ -9,7 +9,7 @@ contract suite in ``tests/runtime/store/test_contract.py``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -205,10 +205,11 @@ class Store(Protocol):
         workflow: str,
         session: str | None,
         events: Sequence[tuple[str, bytes]],
+        tags: Mapping[str, str] | None = None,
     ) -> bool:
         """Create ``run_id`` continuing ``old_run_id``: its log starts with ``events``,
-        the runs are linked (``restarted_from`` / ``restarted_as``); False when a run of
-        that id exists."""
+        the runs are linked (``restarted_from`` / ``restarted_as``) and the new run gets
+        ``tags`` (indexed); False when a run of that id exists."""
 
     def child_run_id(self, parent_run_id: str, position: int) -> str:
         """The id of the child a run starts at ``position``: the same on every replay, next
@@ -217,9 +218,19 @@ class Store(Protocol):
     def fits_session(self, run_id: str, session: str) -> bool:
         """Whether a run of this id can be bound to ``session``."""
 
-    async def start(self, run_id: str, workflow: str, session: str | None, input: bytes) -> bool:
+    async def start(
+        self,
+        run_id: str,
+        workflow: str,
+        session: str | None,
+        input: bytes,
+        tags: Mapping[str, str] | None = None,
+    ) -> bool:
         """Create the run with its ``workflow.started`` event and enqueue it; False when a
-        run of that id exists (nothing changed)."""
+        run of that id exists (nothing changed). ``tags`` (validated by
+        :func:`runtime.tags.check_tags`) are recorded with the run and indexed in the same
+        atomic step: :meth:`list_runs` and :meth:`pending_hooks` find the run by any of
+        them from then on. An untagged start costs nothing more."""
 
     async def announce_workflows(self, names: Sequence[str]) -> None: ...
 
@@ -294,11 +305,23 @@ class Store(Protocol):
 
     async def run_hooks(self, run_id: str) -> list[HookInfo] | None: ...
 
-    async def pending_hooks(self) -> list[HookInfo]: ...
+    async def pending_hooks(self, tag: tuple[str, str] | None = None) -> list[HookInfo]:
+        """Every pending hook (from the pending-hook index, not a scan); with ``tag``
+        (``(key, value)``), only those of runs that have that tag."""
 
     async def list_runs(
-        self, status: RunStatus | None, limit: int | None, version: str | None = None
-    ) -> list[RunInfo]: ...
+        self,
+        status: RunStatus | None,
+        limit: int | None,
+        version: str | None = None,
+        tag: tuple[str, str] | None = None,
+    ) -> list[RunInfo]:
+        """Runs, newest first, filtered by ``status`` and ``version``, at most ``limit``.
+        Without ``tag`` a scan of the store (an operator's tool); with ``tag``
+        (``(key, value)``) a read of the tag index whose cost depends on ``limit`` and the
+        number of partitions, not on the number of runs. A run is in the index from its
+        start (or the ``set_tags`` that gave it the tag) until a ``set_tags`` takes it
+        away or its keys expire after it ended (the retention)."""
 
     async def stats(self) -> dict[str, int]: ...
 

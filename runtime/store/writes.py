@@ -101,6 +101,11 @@ class Writes:
         expiring while the hook is pending."""
         self.ops.append(["prompt", message.decode()])
 
+    def set_tags(self, tags: bytes) -> None:
+        """Replace the run's tags (``tags``: the JSON object of all of them) and move the
+        run in the tag index: out of the tags it lost, into the ones it gained."""
+        self.ops.append(["tags", tags.decode()])
+
     def take(self) -> Writes:
         """Move the buffered writes into a new batch and start empty."""
         taken = Writes()

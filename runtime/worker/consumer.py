@@ -9,15 +9,19 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .. import tracing
 from .._clock import now_ms
 from ..engine.execution import Execution
 from ..engine.signals import Abort, Interrupted
 from ..errors import LeaseLost, StoreUnavailable, WorkflowNotFound
 from ..metrics import Metrics
+from ..models import WAKING_EVENTS, EventType
 from ..registry import get_workflow
 from ..settings import Limits
-from ..store import ClaimStatus, Store, Task
+from ..store import Claim, ClaimStatus, Store, Task
 from .backoff import Backoff
+
+_SUSPENSIONS = frozenset({EventType.STEP_SUSPENDED, EventType.WORKFLOW_SUSPENDED})
 
 log = logging.getLogger("parley.worker")
 
@@ -176,6 +180,42 @@ class TaskConsumer:
         await self.store.hand_back(task)
 
     # executing one run -----------------------------------------------------------------
+    async def _traced(self, execution: Execution, claim: Claim) -> None:
+        """The execution as a ``parley.execution`` span in the run's trace (the context its
+        start stored), linked to the answers that woke it, with the hook waits that ended
+        since the run last suspended (runtime.tracing)."""
+        events = claim.events
+        parent = events[0].data.get("trace") if events else None
+        last_suspension = max(
+            (i for i, e in enumerate(events) if e.type in _SUSPENSIONS), default=len(events)
+        )
+        woke = [e for e in events[last_suspension + 1 :] if e.type in WAKING_EVENTS]
+        links = [e.data["trace"] for e in woke if isinstance(e.data.get("trace"), str)]
+        attributes = {"parley.run_id": execution.run_id, "parley.workflow": claim.workflow}
+        with tracing.span("parley.execution", parent=parent, links=links, attributes=attributes):
+            created = {
+                e.data.get("hook_id"): e.timestamp_ms
+                for e in events
+                if e.type == EventType.HOOK_CREATED
+            }
+            for ended in woke:
+                hook_id = ended.data.get("hook_id")
+                if hook_id in created:
+                    tracing.record_span(
+                        "parley.hook.wait",
+                        created[hook_id],
+                        ended.timestamp_ms,
+                        {
+                            "parley.run_id": execution.run_id,
+                            "parley.hook_id": hook_id,
+                            "parley.outcome": "answered"
+                            if ended.type == EventType.HOOK_RECEIVED
+                            else "expired",
+                        },
+                    )
+            await execution.run()
+            tracing.annotate({"parley.outcome": execution.outcome})
+
     async def execute(self, task: Task, delay: float = 0.0) -> None:
         run_id = task.run_id
         ctx = {"run_id": run_id, "worker": self.name}
@@ -207,7 +247,10 @@ class TaskConsumer:
             self._running[run_id] = execution
             self._execution_tasks[run_id] = asyncio.current_task()
             try:
-                await execution.run()
+                if tracing.enabled():
+                    await self._traced(execution, claim)
+                else:
+                    await execution.run()
             finally:
                 self._running.pop(run_id, None)
                 self._execution_tasks.pop(run_id, None)

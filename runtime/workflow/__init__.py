@@ -21,6 +21,7 @@ from .primitives import (
     sleep_until,
     step_hook,
 )
+from .tagging import set_tags
 
 __all__ = [
     "STEP_HOOK_TIMEOUT",
@@ -38,6 +39,7 @@ __all__ = [
     "random",
     "receive",
     "save_step_checkpoint",
+    "set_tags",
     "sleep",
     "sleep_until",
     "step",

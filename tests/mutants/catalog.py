@@ -111,7 +111,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         name="replay_check",
         path="runtime/engine/execution.py",
-        old="            self.block(position, recorded.describe(), now.describe())",
+        old=(
+            "            self.block(position, recorded.describe(), "
+            "Call(kind, name, digest).describe())"
+        ),
         new="            pass  # (mutant) a call that differs from the log is replayed anyway",
         tests=(
             f"{RUNTIME_TESTS}/test_nondeterminism.py::"

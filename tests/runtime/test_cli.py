@@ -66,7 +66,15 @@ async def test_runs_and_hooks_commands(redis_url: str) -> None:
         await worker.drain()
 
         table = parley(redis_url, "runs", "list").stdout.splitlines()
-        assert table[0].split() == ["RUN", "WORKFLOW", "STATUS", "VERSION", "CREATED", "SESSION"]
+        assert table[0].split() == [
+            "RUN",
+            "WORKFLOW",
+            "STATUS",
+            "VERSION",
+            "CREATED",
+            "SESSION",
+            "TAGS",
+        ]
         statuses = {line.split()[0]: line.split()[2] for line in table[1:]}
         assert statuses == {answered: "completed", waiting: "suspended", doomed: "cancelled"}
         only = json.loads(
@@ -83,3 +91,22 @@ async def test_runs_and_hooks_commands(redis_url: str) -> None:
 
         missing = parley(redis_url, "runs", "show", "r-" + "0" * 24, "--json")
         assert missing.returncode == 1 and json.loads(missing.stdout)["error"] == "run_not_found"
+
+
+async def test_runs_and_hooks_listed_by_tag(redis_url: str) -> None:
+    async with Runtime(redis_url, partitions=PARTITIONS) as rt:
+        worker = Worker(rt)
+        acme = await rt.start(cli_wf, tags={"customer": "acme"})
+        other = await rt.start(cli_wf, tags={"customer": "globex"})
+        await worker.drain()
+    runs = json.loads(parley(redis_url, "runs", "list", "--tag", "customer=acme", "--json").stdout)
+    assert [r["run_id"] for r in runs] == [acme]
+    table = parley(redis_url, "runs", "list", "--tag", "customer=globex").stdout.splitlines()
+    assert [line.split()[0] for line in table[1:]] == [other]
+    assert table[1].split()[-1] == "customer=globex"
+    hooks = json.loads(
+        parley(redis_url, "hooks", "list", "--tag", "customer=acme", "--json").stdout
+    )
+    assert [h["run_id"] for h in hooks] == [acme]
+    bad = parley(redis_url, "runs", "list", "--tag", "customer:acme")
+    assert bad.returncode == 1 and "expected a tag as key=value" in bad.stderr

@@ -136,3 +136,26 @@ async def test_crash_recovery_on_cluster(crt: Runtime, cluster: RedisCluster) ->
         doomed.stop()
         if rescuer is not None:
             rescuer.stop()
+
+
+async def test_runs_and_hooks_listed_by_tag_on_cluster(crt: Runtime) -> None:
+    """The tag index is per partition (each partition's sets share its hash tag): every
+    script stays single-slot, and listing reads each partition's set on its own node."""
+    tagged = []
+    for i in range(12):
+        tagged.append(await crt.start(clustered, 3600, tags={"customer": "acme"}))
+        await crt.start(clustered, 3600, tags={"customer": f"other{i}"})
+        await asyncio.sleep(0.002)
+    async with running(Worker(crt)):
+        deadline = time.monotonic() + 10
+        while len(await crt.list_hooks(tag="customer:acme")) < len(tagged):
+            assert time.monotonic() < deadline, "the tagged runs never all suspended"
+            await asyncio.sleep(0.05)
+    listed = [r.run_id for r in await crt.list_runs(tag="customer:acme")]
+    assert listed == tagged[::-1]
+    assert [r.run_id for r in await crt.list_runs(tag="customer:acme", limit=5)] == tagged[:-6:-1]
+    await crt.cancel(tagged[0])
+    assert [r.run_id for r in await crt.list_runs(tag="customer:acme", status="cancelled")] == [
+        tagged[0]
+    ]
+    assert len(await crt.list_hooks(tag="customer:acme")) == len(tagged) - 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from starlette.testclient import TestClient
 
@@ -238,3 +240,37 @@ def test_serves_the_demo_page_and_the_widget(client: TestClient) -> None:
     assert js.status_code == 200 and "javascript" in js.headers["content-type"]
     assert client.get("/widget/parley-widget.css").status_code == 200
     assert client.get("/widget/nope.js").status_code == 404
+
+
+def test_runs_and_hooks_listed_by_tag(client: TestClient) -> None:
+    started = []
+    for customer in ("acme", "acme", "globex"):
+        r = client.post(
+            "/api/runs",
+            json={"workflow": "srv_approval", "tags": {"customer": customer, "tier": "gold"}},
+            headers=AUTH,
+        )
+        assert r.status_code == 201, r.text
+        started.append(r.json()["run_id"])
+        time.sleep(0.005)  # newest first is by creation ms
+    for run_id in started:
+        wait_run(client, run_id, lambda run: bool(run["pending_hooks"]))
+    page = client.get("/api/runs?tag=customer:acme", headers=AUTH).json()
+    assert [r["run_id"] for r in page["runs"]] == started[1::-1]
+    assert page["runs"][0]["tags"] == {"customer": "acme", "tier": "gold"}
+    assert page["total"] == 2
+    first = client.get("/api/runs?tag=tier:gold&limit=2", headers=AUTH).json()
+    assert [r["run_id"] for r in first["runs"]] == started[:0:-1]
+    assert first["total"] is None and first["next_offset"] == 2  # more, not counted
+    both = client.get("/api/runs?tag=tier:gold&tag=customer:globex", headers=AUTH).json()
+    assert [r["run_id"] for r in both["runs"]] == [started[2]]
+    suspended = client.get("/api/runs?tag=customer:acme&status=completed", headers=AUTH).json()
+    assert suspended["runs"] == []
+    hooks = client.get("/api/hooks?tag=customer:globex", headers=AUTH).json()["hooks"]
+    assert [h["run_id"] for h in hooks] == [started[2]]
+    bad = client.get("/api/runs?tag=customer", headers=AUTH)
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_tag", bad.text
+    bad = client.post(
+        "/api/runs", json={"workflow": "srv_approval", "tags": {"customer": "a b"}}, headers=AUTH
+    )
+    assert bad.status_code == 400 and "value of tag 'customer'" in bad.json()["message"]

@@ -42,6 +42,7 @@ export function hookCard(hook, me, { showRun = true } = {}) {
 }
 
 // ---- runs ---------------------------------------------------------------------------
+const tagsText = (tags) => Object.entries(tags || {}).map(([k, v]) => `${k}:${v}`).join(" ") || "—";
 export async function runsView(main, me, params) {
   const field = (label, control) => el("label", { class: "pc-field" }, label, control);
   const status = el("select", { name: "status" }, el("option", { value: "", text: "any" }),
@@ -50,12 +51,13 @@ export async function runsView(main, me, params) {
     workflow: el("input", { name: "workflow", value: params.get("workflow") || "" }),
     session: el("input", { name: "session", value: params.get("session") || "" }),
     q: el("input", { name: "q", type: "search", value: params.get("q") || "", placeholder: "r-…" }),
+    tag: el("input", { name: "tag", value: params.get("tag") || "", placeholder: "customer:acme" }),
     since: el("input", { name: "since", type: "datetime-local", value: params.get("since") || "" }),
     until: el("input", { name: "until", type: "datetime-local", value: params.get("until") || "" }),
   };
   const form = el("form", { class: "pc-filters", role: "search", "aria-label": "Filter runs" },
     field("Status", status), field("Workflow", inputs.workflow), field("Session", inputs.session),
-    field("Run id", inputs.q), field("Created from", inputs.since), field("Created until", inputs.until),
+    field("Run id", inputs.q), field("Tag (key:value)", inputs.tag), field("Created from", inputs.since), field("Created until", inputs.until),
     el("button", { type: "submit", class: "pc-primary", text: "Filter" }));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -67,23 +69,24 @@ export async function runsView(main, me, params) {
   main.replaceChildren(el("h1", { text: "Runs" }), form, results);
 
   const query = new URLSearchParams();
-  for (const name of ["status", "workflow", "session", "q", "offset"]) if (params.get(name)) query.set(name, params.get(name));
+  for (const name of ["status", "workflow", "session", "q", "tag", "offset"]) if (params.get(name)) query.set(name, params.get(name));
   for (const name of ["since", "until"]) if (params.get(name)) query.set(name, String(new Date(params.get(name)).getTime() / 1000));
   query.set("limit", params.get("limit") || "25");
   const page = await api(`/api/runs?${query}`);
   const rows = page.runs.map((r) => el("tr", {},
     el("td", {}, el("a", { href: `#/runs/${r.run_id}`, class: "pc-mono", text: r.run_id })),
     el("td", { text: r.workflow }), el("td", {}, statusBadge(r.status)),
-    el("td", { text: when(r.created_at) }), el("td", { class: "pc-mono", text: r.session || "—" })));
+    el("td", { text: when(r.created_at) }), el("td", { class: "pc-mono", text: r.session || "—" }),
+    el("td", { class: "pc-mono", text: tagsText(r.tags) })));
   const table = el("table", { class: "pc-table" },
     el("caption", { class: "pc-visually-hidden", text: "Runs, newest first" }),
-    el("thead", {}, el("tr", {}, ["Run", "Workflow", "Status", "Created", "Session"].map((h) => el("th", { scope: "col", text: h })))),
+    el("thead", {}, el("tr", {}, ["Run", "Workflow", "Status", "Created", "Session", "Tags"].map((h) => el("th", { scope: "col", text: h })))),
     el("tbody", {}, rows));
   const offset = Number(params.get("offset") || 0);
   const move = (to) => { const next = new URLSearchParams(params); next.set("offset", String(to)); location.hash = `#/runs?${next}`; };
   const pager = el("div", { class: "pc-pager" },
     el("button", { type: "button", text: "Previous page", disabled: offset === 0, onclick: () => move(Math.max(0, offset - Number(query.get("limit")))) }),
-    el("span", { text: `${page.total ? offset + 1 : 0}–${offset + page.runs.length} of ${page.total} runs` }),
+    el("span", { text: `${page.runs.length ? offset + 1 : 0}–${offset + page.runs.length} of ${page.total ?? `more than ${offset + page.runs.length}`} runs` }),
     el("button", { type: "button", text: "Next page", disabled: page.next_offset === null, onclick: () => move(page.next_offset) }));
   results.replaceChildren(page.runs.length ? table : el("p", { class: "pc-empty", text: "No runs match." }), pager);
 }
@@ -139,6 +142,7 @@ export async function runView(main, me, runId, { live: hooksLive } = {}) {
   const facts = el("dl", { class: "pc-facts" },
     el("dt", { text: "Status" }), el("dd", {}, statusBadge(run.status)),
     el("dt", { text: "Workflow" }), el("dd", { text: run.workflow }),
+    el("dt", { text: "Tags" }), el("dd", { class: "pc-mono", text: tagsText(run.tags) }),
     el("dt", { text: "Created" }), el("dd", { text: when(run.created_at) }),
     el("dt", { text: "Session" }), el("dd", { class: "pc-mono", text: run.session || "—" }),
     run.result !== null && run.result !== undefined ? [el("dt", { text: "Result" }), el("dd", { class: "pc-mono", text: json(run.result) })] : null,

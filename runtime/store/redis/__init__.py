@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -182,13 +182,14 @@ class RedisStore(SessionStore, InspectionStore):
         workflow: str,
         session: str | None,
         events: Sequence[tuple[str, bytes]],
+        tags: Mapping[str, str] | None = None,
     ) -> bool:
         keys = self._run(run_id)
         copied = orjson.dumps([[kind, data.decode()] for kind, data in events])
-        created = await self.scripts.restart(
-            keys=[*keys.all, self._run(old_run_id).run],
-            args=[run_id, workflow, session or "", now_ms(), old_run_id, copied],
-        )
+        args: list[Any] = [run_id, workflow, session or "", now_ms(), old_run_id, copied]
+        if tags:
+            args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS))
+        created = await self.scripts.restart(keys=[*keys.all, self._run(old_run_id).run], args=args)
         return bool(created)
 
     def child_run_id(self, parent_run_id: str, position: int) -> str:
@@ -205,11 +206,19 @@ class RedisStore(SessionStore, InspectionStore):
             session, self.partitions
         )
 
-    async def start(self, run_id: str, workflow: str, session: str | None, input: bytes) -> bool:
+    async def start(
+        self,
+        run_id: str,
+        workflow: str,
+        session: str | None,
+        input: bytes,
+        tags: Mapping[str, str] | None = None,
+    ) -> bool:
         keys = self._run(run_id)
-        created = await self.scripts.start(
-            keys=keys.all, args=[run_id, workflow, session or "", now_ms(), input]
-        )
+        args: list[Any] = [run_id, workflow, session or "", now_ms(), input]
+        if tags:  # only a tagged run pays for the index (lua/tags.lua)
+            args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS))
+        created = await self.scripts.start(keys=keys.all, args=args)
         return bool(created)
 
     @store_call

@@ -62,4 +62,5 @@ def run_info(run_id: str, run: dict[bytes, bytes], hooks: dict[bytes, bytes]) ->
         restarted_from=opt_text(run.get(b"restarted_from")),
         restarted_as=opt_text(run.get(b"restarted_as")),
         parent_run_id=opt_text(run.get(b"parent")),
+        tags=loads(run[b"tags"]) if run.get(b"tags") else {},
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ..._codec import loads
 from ...ids import RUN_ID_RE, parse_token
 from ...models import Event, HookInfo, RunInfo, RunStatus
 from . import _decode, _keys, _records
@@ -62,7 +63,7 @@ class InspectionStore:
         return _records.decode_all(run_id, hooks, _decode.opt_text(session))
 
     @store_call
-    async def pending_hooks(self) -> list[HookInfo]:
+    async def pending_hooks(self, tag: tuple[str, str] | None = None) -> list[HookInfo]:
         async with self.client.pipeline(transaction=False) as pipe:
             for partition in range(self.partitions):
                 pipe.smembers(_keys.key("pending", partition))
@@ -73,11 +74,18 @@ class InspectionStore:
                 run_id, hook_id = parse_token(token)
                 keys = self._run(run_id)
                 pipe.hget(keys.hooks, hook_id)
-                pipe.hget(keys.run, "session")
+                if tag is None:
+                    pipe.hget(keys.run, "session")
+                else:  # the same one command per hook, with the run's tags
+                    pipe.hmget(keys.run, "session", "tags")
             values = await pipe.execute()
         result = []
         for i, token in enumerate(tokens):
             record, session = values[2 * i], values[2 * i + 1]
+            if tag is not None:
+                session, tags = session
+                if not tags or loads(tags).get(tag[0]) != tag[1]:
+                    continue
             if record is not None and _records.is_pending(record):
                 run_id, hook_id = parse_token(token)
                 result.append(_records.decode(run_id, hook_id, record, _decode.opt_text(session)))
@@ -85,9 +93,15 @@ class InspectionStore:
 
     @store_call
     async def list_runs(
-        self, status: RunStatus | None, limit: int | None, version: str | None = None
+        self,
+        status: RunStatus | None,
+        limit: int | None,
+        version: str | None = None,
+        tag: tuple[str, str] | None = None,
     ) -> list[RunInfo]:
-        """An operator's scan: O(keys), not for hot paths."""
+        """An operator's scan: O(keys), not for hot paths; with ``tag``, the tag index."""
+        if tag is not None:
+            return await self._tagged_runs(tag, status, limit, version)
         run_ids = []
         pattern = f"{_keys.PREFIX}:{{p:*}}:{_keys.TEMPLATES['run'].format(run_id='*')}"
         async for key in self.client.scan_iter(match=pattern, count=1000):
@@ -110,6 +124,53 @@ class InspectionStore:
                         infos.append(info)
         infos.sort(key=lambda r: r.created_at or 0, reverse=True)
         return infos if limit is None else infos[:limit]
+
+    async def _tagged_runs(
+        self,
+        tag: tuple[str, str],
+        status: RunStatus | None,
+        limit: int | None,
+        version: str | None,
+    ) -> list[RunInfo]:
+        """Runs tagged ``tag``, newest first, from the partitions' tag index (lua/tags.lua):
+        the newest ``limit`` of each partition (one command per partition, one round
+        trip), then the hashes of the newest ``limit`` of those (one command per run).
+        O(partitions + limit) commands whatever the store holds; a filter (status,
+        version) that leaves fewer than ``limit`` doubles the window."""
+        keys = [
+            _keys.key("tag", p, tag=f"{tag[0]}{_keys.TAG_SEP}{tag[1]}")
+            for p in range(self.partitions)
+        ]
+        window = limit
+        while True:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.zrevrange(key, 0, -1 if window is None else window - 1, withscores=True)
+                replies = await pipe.execute()
+            ranked = sorted(
+                ((score, member.decode()) for reply in replies for member, score in reply),
+                reverse=True,
+            )
+            chosen = [run_id for _, run_id in (ranked if window is None else ranked[:window])]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for run_id in chosen:
+                    pipe.hgetall(self._run(run_id).run)
+                runs = await pipe.execute()
+            infos = []
+            for run_id, run in zip(chosen, runs, strict=True):
+                if not run:  # its keys expired, not yet pruned from the index
+                    continue
+                info = _decode.run_info(run_id, run, {})
+                if (status is None or info.status is status) and (
+                    version is None or info.version == version
+                ):
+                    infos.append(info)
+            more = window is not None and (
+                len(ranked) > window or any(len(reply) >= window for reply in replies)
+            )
+            if window is None or len(infos) >= window or not more:
+                return infos if limit is None else infos[:limit]
+            window *= 2
 
     @store_call
     async def stats(self) -> dict[str, int]:

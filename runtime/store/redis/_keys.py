@@ -41,6 +41,12 @@ TEMPLATES = {
     "session_lock": "session:{session}:starting",  # string: a message is starting a run
     # stream: a gateway process's wake-ups for its outbox reader of this partition
     "gateway_wake": "gateway:{process}:wake",
+    # sorted set: the partition's runs tagged ``<key>=<value>``, scored by creation ms
+    # (runtime.tags: neither part can contain '{', '}' or '|')
+    "tag": "tag:{tag}",
+    # sorted set: ``<run>|<tag>|<tag>...`` of the partition's ended tagged runs, scored by
+    # the ms their keys expire: the tag index drops them then (lua/tags.lua)
+    "tag_ends": "tag-ends",
 }
 
 
@@ -109,3 +115,9 @@ def partition_keys(partition: int) -> list[str]:
 # A member of a partition's deadline set: ``<run>|h|<hook>`` (a hook's timeout) or
 # ``<run>|t|<timer>`` (a sleep, a retry backoff); built and parsed in the Lua scripts.
 DEADLINE_SEP = "|"
+# Between a tag's key and value in its index key (``tag:customer=acme``).
+TAG_SEP = "="
+# Between the run id and its tags in a member of ``tag_ends``.
+TAG_LIST_SEP = "|"
+# How many expired runs one write of a tagged run drops from the tag index, at most.
+TAG_PRUNE_LIMIT = 16

@@ -32,6 +32,7 @@ FIELDS = (
     "step_patches",
     "children",
     "child_ends",
+    "tags",
 )
 
 
@@ -47,6 +48,17 @@ def _only_changed(index: ReplayIndex) -> set[str]:
 
 def test_the_covered_fields_are_every_field() -> None:
     assert set(FIELDS) == set(ReplayIndex.__slots__)
+
+
+def test_tags_come_from_the_start_and_each_tags_set() -> None:
+    index = ReplayIndex()
+    index.add(EventType.WORKFLOW_STARTED, {"args": [], "tags": {"customer": "acme"}})
+    assert index.tags == {"customer": "acme"}
+    changed = {"customer": "acme", "stage": "review"}
+    index.add(EventType.TAGS_SET, {"seq": 0, "digest": "d1", "tags": changed})
+    assert index.tags == changed
+    assert index.calls[0] == Call("set_tags", "", "d1")
+    assert _only_changed(index) == {"tags", "calls"}
 
 
 def test_a_new_index_is_empty() -> None:

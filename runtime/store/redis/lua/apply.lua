@@ -1,6 +1,6 @@
 -- APPLY: a fenced batch of writes by the worker that holds the run's lease: events,
 -- checkpoint writes and deletes, hook creation (record + pending index + deadline + the
--- session prompt), the run's timer, session messages; then, optionally, the suspension or
+-- session prompt), the run's timer, session messages, its tags (+ the tag index); then, optionally, the suspension or
 -- the end of the run (or its blocking: its code no longer matches its log), with the
 -- task's acknowledgement.
 -- Races closed:
@@ -13,6 +13,8 @@
 --    stranding the run;
 --  - a run that ends with a hook still pending (its step failed after handing out the
 --    token): the hook is closed with its deadline and pending-index entry;
+--  - a run listed under tags it no longer has (set_tags): its hash and the tag index
+--    change in this one script;
 --  - a crash between recording the hook and acknowledging the task: both are one script,
 --    so the task is either still pending (replayed) or the suspension is fully recorded.
 -- ARGV[1]: the request as JSON: {fence, now, max_events, run_id, prefix, after, retention,
@@ -58,7 +60,8 @@ if suspension then
   end
 end
 local refused = suspension ~= nil and #arrived > 0
-local session = redis.call('HGET', keys.run, 'session')
+local rs = redis.call('HMGET', keys.run, 'session', 'tags')
+local session, run_tags = rs[1], rs[2]
 if session == '' then session = false end
 local outbox = session and key_outbox(req.prefix, session)
 
@@ -128,6 +131,9 @@ local function apply(ops)
         redis.call('HINCRBY', key_waiting(req.prefix), session, 1)
         redis.call('PERSIST', outbox)
       end
+    elseif kind == 'tags' then
+      -- {'tags', the run's tags as a JSON object}: the hash and the tag index (tags.lua)
+      run_tags = retag(req.prefix, keys.run, req.run_id, run_tags, op[2], req.now)
     else
       error('APPLY: unknown op ' .. tostring(kind))
     end
@@ -153,7 +159,7 @@ if suspension or finish then
     redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now)
     redis.call('HINCRBY', keys.stats, finish.status, 1)
     if finish.notify then child_ended(req.prefix, keys.run, finish.notify) end
-    end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention))
+    end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention), run_tags, req.now)
   end
 end
 return {'ok', last, arrived}

@@ -11,7 +11,7 @@ local run_id, now, ttl, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local event, message = ARGV[5], ARGV[6]
 
 local function cancel_run(id, run_keys_of)
-  local rs = redis.call('HMGET', run_keys_of.run, 'status', 'msg', 'session', 'ver')
+  local rs = redis.call('HMGET', run_keys_of.run, 'status', 'msg', 'session', 'ver', 'tags')
   local status, msg, session = rs[1], rs[2], rs[3]
   if not status or FINISHED[status] then return end
   redis.call('HINCRBY', run_keys_of.run, 'fence', 1)
@@ -27,7 +27,7 @@ local function cancel_run(id, run_keys_of)
   if session and session ~= '' then post(key_outbox(prefix, session), message) end
   child_ended(prefix, run_keys_of.run,
     cjson.encode({child_run_id = id, status = STATUS.cancelled}))
-  end_run(prefix, id, run_keys_of, session, ttl)
+  end_run(prefix, id, run_keys_of, session, ttl, rs[5], now)
   for _, child in ipairs(redis.call('SMEMBERS', key_children(prefix, id))) do
     cancel_run(child, {
       run = key_run(prefix, child), events = key_events(prefix, child),

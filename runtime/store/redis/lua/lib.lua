@@ -63,8 +63,9 @@ end
 
 -- A run ended (finished or cancelled): its checkpoints and its timer go, its pending hooks
 -- close, and its keys expire together after the retention; the session's messages too,
--- unless another of its runs still has a prompt pending.
-local function end_run(prefix, run_id, keys, session, ttl)
+-- unless another of its runs still has a prompt pending. A tagged run (`tags`: its JSON,
+-- false when untagged) leaves the tag index when its keys expire (lua/tags.lua).
+local function end_run(prefix, run_id, keys, session, ttl, tags, now)
   redis.call('DEL', keys.ckpt, key_inbox(prefix, run_id))
   redis.call('EXPIRE', key_children(prefix, run_id), ttl)
   local dl = redis.call('HGET', keys.run, 'dl')
@@ -82,6 +83,7 @@ local function end_run(prefix, run_id, keys, session, ttl)
     if closed > 0 then left = unwait(waiting, session, closed) end
     if left <= 0 then redis.call('EXPIRE', key_outbox(prefix, session), ttl) end
   end
+  if tags then tags_ended(prefix, run_id, tags, now, ttl) end
 end
 
 -- A run that has a parent (it was started by child()) ended: the parent's log learns it

@@ -1,0 +1,203 @@
+"""OpenTelemetry tracing of runs (the ``parley[otel]`` extra), off by default.
+
+Off, nothing here imports ``opentelemetry`` and every hook below is one ``if`` on a module
+global: runs pay nothing. :func:`enable` (or ``PARLEY_TRACING=1`` / ``PARLEY_TRACING_FILE``
+in a ``parley`` process, :func:`configure`) turns it on. Then:
+
+- ``parley.start`` (``Runtime.start``): its W3C ``traceparent`` is stored with the run, in
+  the ``trace`` field of its ``workflow.started`` event;
+- ``parley.execution``: every execution of the run, on whichever worker and however many
+  days later, is a child of that stored context — the run is one trace — with a link to
+  the ``parley.resume_hook`` span of the answer that woke it (its ``traceparent`` is in
+  the ``hook.received`` event);
+- ``parley.step``: each step attempt, inside its execution;
+- ``parley.hook.wait``: each hook wait that ended (answered or expired), from the hook's
+  creation to its end, recorded by the execution that the end woke;
+- ``parley.resume_hook``: an answer, in the caller's current trace (an HTTP request's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .settings import Settings
+
+__all__ = [
+    "annotate",
+    "configure",
+    "disable",
+    "enable",
+    "enabled",
+    "record_span",
+    "span",
+    "traceparent",
+]
+
+TRACER_NAME = "parley"
+_tracer: Any = None  # an opentelemetry Tracer while tracing is on; None: off
+
+
+def enabled() -> bool:
+    return _tracer is not None
+
+
+def enable(tracer_provider: Any = None) -> None:
+    """Trace runs with ``tracer_provider`` (default: OpenTelemetry's global provider, as
+    the application or ``opentelemetry-instrument`` configured it). Needs the
+    ``parley[otel]`` extra."""
+    global _tracer
+    try:
+        from opentelemetry import trace
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise RuntimeError("tracing needs OpenTelemetry: pip install 'parley[otel]'") from exc
+    _tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
+
+
+def disable() -> None:
+    global _tracer
+    _tracer = None
+
+
+def configure(settings: Settings) -> None:
+    """What a ``parley`` process does at start: ``PARLEY_TRACING_FILE`` writes every
+    finished span as a JSON line to that file (flushed at once: a killed process loses no
+    finished span); ``PARLEY_TRACING=1`` uses the global provider."""
+    if settings.tracing_file:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+        provider = TracerProvider(resource=Resource.create({"service.name": "parley"}))
+        provider.add_span_processor(
+            SimpleSpanProcessor(_json_lines_exporter(settings.tracing_file))
+        )
+        enable(provider)
+    elif settings.tracing:
+        enable()
+
+
+def traceparent() -> str | None:
+    """The current span's W3C ``traceparent``, to store with what it caused."""
+    if _tracer is None:
+        return None
+    from opentelemetry.propagate import inject
+
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier.get("traceparent")
+
+
+def _context(parent: str | None) -> Any:
+    if not parent:
+        return None
+    from opentelemetry.propagate import extract
+
+    return extract({"traceparent": parent})
+
+
+def _links(parents: Sequence[str]) -> list[Any]:
+    from opentelemetry import trace
+
+    links = []
+    for parent in parents:
+        context = trace.get_current_span(_context(parent)).get_span_context()
+        if context.is_valid:
+            links.append(trace.Link(context))
+    return links
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    *,
+    parent: str | None = None,
+    links: Sequence[str] = (),
+    attributes: Mapping[str, Any] | None = None,
+) -> Iterator[Any]:
+    """A span around the block (the current span inside it), child of the current span
+    or of ``parent`` (a stored ``traceparent``); yields None when tracing is off. An
+    ``Exception`` marks it failed; a suspension (not an ``Exception``) does not."""
+    if _tracer is None:
+        yield None
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    with _tracer.start_as_current_span(
+        name,
+        context=_context(parent),
+        links=_links(links),
+        attributes=dict(attributes or {}),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
+        try:
+            yield current
+        except Exception as exc:
+            current.record_exception(exc)
+            current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            raise
+        except BaseException as exc:  # a suspension, an abort: how it ended, not an error
+            current.set_attribute("parley.unwound", type(exc).__name__)
+            raise
+
+
+def annotate(attributes: Mapping[str, Any]) -> None:
+    """Attributes of the current span (when tracing is on)."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    trace.get_current_span().set_attributes(dict(attributes))
+
+
+def record_span(
+    name: str, start_ms: int, end_ms: int, attributes: Mapping[str, Any] | None = None
+) -> None:
+    """A span that already happened (a hook wait, from its creation to its answer), as a
+    child of the current span."""
+    if _tracer is None:
+        return
+    recorded = _tracer.start_span(
+        name, start_time=start_ms * 1_000_000, attributes=dict(attributes or {})
+    )
+    recorded.end(end_time=max(start_ms, end_ms) * 1_000_000)
+
+
+def _json_lines_exporter(path: str) -> Any:
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    target = Path(path)
+
+    class JsonLinesExporter(SpanExporter):
+        def export(self, spans: Sequence[Any]) -> Any:
+            with target.open("a") as out:
+                for finished in spans:
+                    out.write(json.dumps(span_json(finished)) + "\n")
+                out.flush()
+            return SpanExportResult.SUCCESS
+
+    return JsonLinesExporter()
+
+
+def span_json(finished: Any) -> dict[str, Any]:
+    """A finished SDK span as plain JSON (ids in hex, as in a ``traceparent``)."""
+    context = finished.get_span_context()
+    parent = finished.parent
+    return {
+        "name": finished.name,
+        "trace_id": f"{context.trace_id:032x}",
+        "span_id": f"{context.span_id:016x}",
+        "parent_span_id": None if parent is None else f"{parent.span_id:016x}",
+        "start_ns": finished.start_time,
+        "end_ns": finished.end_time,
+        "status": finished.status.status_code.name,
+        "attributes": dict(finished.attributes or {}),
+        "links": [
+            {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
+            for link in finished.links
+        ],
+    }

@@ -1,0 +1,166 @@
+"""OpenTelemetry spans of runs (runtime.tracing), read from the SDK's in-memory exporter
+and, for worker processes, from the JSON lines they write (PARLEY_TRACING_FILE)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from runtime import RunStatus, Runtime, Worker, step, step_hook, tracing, workflow
+from runtime.tracing import span_json
+from tests.processes import ROOT, WorkerProcess, wait_until
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.enable(provider)
+    yield exporter
+    tracing.disable()
+    provider.shutdown()
+
+
+@step
+async def traced_review(draft: str) -> str:
+    answer = await step_hook("review", prompt="OK?")
+    return f"{draft}: {answer}"
+
+
+@workflow(name="traced_wf")
+async def traced_wf(draft: str) -> str:
+    return await traced_review(draft)
+
+
+def _finished(exporter: InMemorySpanExporter) -> list[dict[str, Any]]:
+    finished: tuple[ReadableSpan, ...] = exporter.get_finished_spans()
+    return [span_json(s) for s in finished]
+
+
+async def test_a_run_is_one_trace_across_its_executions(
+    rt: Runtime, worker: Worker, spans: InMemorySpanExporter
+) -> None:
+    run_id = await rt.start(traced_wf, "draft")
+    [start] = _finished(spans)
+    assert start["name"] == "parley.start" and start["attributes"]["parley.run_id"] == run_id
+    started = (await rt.events(run_id))[0]
+    assert started.data["trace"].startswith(f"00-{start['trace_id']}-{start['span_id']}-")
+    await worker.drain()
+    [hook] = await rt.list_hooks()
+    await rt.resume_hook(hook.token, "fine")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == "draft: fine"
+    recorded = _finished(spans)
+    names = [s["name"] for s in recorded]
+    assert sorted(names) == sorted(
+        [
+            "parley.start",
+            "parley.execution",
+            "parley.step",
+            "parley.resume_hook",
+            "parley.execution",
+            "parley.hook.wait",
+            "parley.step",
+        ]
+    )
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for s in recorded:
+        by_name.setdefault(s["name"], []).append(s)
+    [resume] = by_name["parley.resume_hook"]
+    first, second = sorted(by_name["parley.execution"], key=lambda s: s["start_ns"])
+    # every execution is a child of the start, in its trace
+    for execution in (first, second):
+        assert execution["trace_id"] == start["trace_id"]
+        assert execution["parent_span_id"] == start["span_id"]
+    assert first["attributes"]["parley.outcome"] == "suspended"
+    assert second["attributes"]["parley.outcome"] == "completed"
+    # the answer came from elsewhere (its own trace here): the execution it woke links it
+    assert second["links"] == [{"trace_id": resume["trace_id"], "span_id": resume["span_id"]}]
+    for s in by_name["parley.step"] + by_name["parley.hook.wait"]:
+        assert s["trace_id"] == start["trace_id"]
+    [wait] = by_name["parley.hook.wait"]
+    assert wait["parent_span_id"] == second["span_id"]
+    assert wait["attributes"]["parley.outcome"] == "answered"
+    assert wait["end_ns"] >= wait["start_ns"] > first["start_ns"]
+    suspended_step = min(by_name["parley.step"], key=lambda s: s["start_ns"])
+    assert suspended_step["parent_span_id"] == first["span_id"]
+    assert suspended_step["attributes"]["parley.unwound"] == "Suspend"
+    assert suspended_step["status"] == "UNSET"  # a suspension is not an error
+
+
+async def test_untraced_runs_carry_no_trace(rt: Runtime, worker: Worker) -> None:
+    assert not tracing.enabled()
+    run_id = await rt.start(traced_wf, "draft")
+    assert "trace" not in (await rt.events(run_id))[0].data
+
+
+def test_the_engine_does_not_import_opentelemetry_unless_enabled() -> None:
+    code = (
+        "import sys, runtime, runtime.worker, runtime.cli, runtime.tracing\n"
+        "assert not [m for m in sys.modules if m.startswith('opentelemetry')], 'imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
+def _spans_of(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def test_one_trace_across_a_killed_worker_and_another_process(
+    prt: Runtime, redis_url: str, tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    """start → suspend on worker A → A killed (SIGKILL) → answer → resume on worker B →
+    complete: one trace, whose executions are children of the start span."""
+    file_a, file_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    doomed = WorkerProcess(
+        redis_url, "tests.apps.hitl_app", extra_env={"PARLEY_TRACING_FILE": str(file_a)}
+    )
+    rescuer: WorkerProcess | None = None
+    try:
+        run_id = await prt.start("hitl")
+        [start] = _finished(spans)
+        wait_until(
+            lambda: any(s["name"] == "parley.execution" for s in _spans_of(file_a)),
+            20,
+            "worker A's execution span",
+        )
+        assert (await prt.get_run(run_id)).status is RunStatus.SUSPENDED
+        doomed.kill()
+        [hook] = await prt.list_hooks()
+        await prt.resume_hook(hook.token, "yes")
+        rescuer = WorkerProcess(
+            redis_url, "tests.apps.hitl_app", extra_env={"PARLEY_TRACING_FILE": str(file_b)}
+        )
+        result = await prt.wait(run_id, timeout=20)
+        assert result["answer"] == "yes"
+        wait_until(
+            lambda: any(s["name"] == "parley.execution" for s in _spans_of(file_b)),
+            20,
+            "worker B's execution span",
+        )
+    finally:
+        doomed.stop()
+        if rescuer is not None:
+            rescuer.stop()
+    in_a, in_b = _spans_of(file_a), _spans_of(file_b)
+    [exec_a] = [s for s in in_a if s["name"] == "parley.execution"]
+    [exec_b] = [s for s in in_b if s["name"] == "parley.execution"]
+    assert exec_a["attributes"]["parley.outcome"] == "suspended"
+    assert exec_b["attributes"]["parley.outcome"] == "completed"
+    assert {s["trace_id"] for s in [start, *in_a, *in_b]} == {start["trace_id"]}
+    assert exec_a["parent_span_id"] == exec_b["parent_span_id"] == start["span_id"]
+    assert {s["name"] for s in in_b} == {"parley.execution", "parley.step", "parley.hook.wait"}
+    [resume] = [s for s in _finished(spans) if s["name"] == "parley.resume_hook"]
+    assert exec_b["links"] == [{"trace_id": resume["trace_id"], "span_id": resume["span_id"]}]
