@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 from typing import Any
@@ -91,6 +92,10 @@ async def _run_worker(args: argparse.Namespace) -> None:
         print(f"parley worker ready {worker.consumer}", flush=True)
 
     async with runtime:
+        # What the process holds once started (modules, the registry, the connection)
+        # lives as long as it: out of the collector's way, so each collection scans only
+        # the executions' objects.
+        gc.freeze()
         side_tasks = [asyncio.create_task(announce_ready())]
         if args.metrics_port:
             _serve_metrics(worker, args.metrics_port)

@@ -341,7 +341,13 @@ class Execution:
                     result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
                 finally:
                     await self._settle_children()
-                self._check_loose()
+                try:
+                    self._check_loose()
+                finally:
+                    # The tasks hold this execution through their contexts: let them go
+                    # now (a reference cycle would wait for the garbage collector).
+                    self.children.clear()
+                    self.owned.clear()
             except Suspend as suspend:
                 arrived = await self._suspend(suspend)
                 if arrived is None:
