@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
 import weakref
 from collections.abc import Coroutine
 from contextvars import ContextVar
@@ -23,6 +24,7 @@ from ..errors import (
     EventLimitExceeded,
     LeaseLost,
     NondeterminismError,
+    ParleyError,
     StoreUnavailable,
     UsageError,
 )
@@ -430,7 +432,7 @@ class Execution:
         error = describe_error(exc)
         log.info("run failed: %s", error["message"], extra={"run_id": self.run_id})
         self.record(EventType.WORKFLOW_FAILED, {"error": error})
-        self._post_status(RunStatus.FAILED, error=error)
+        self._post_status(RunStatus.FAILED, error=public_error(error))
         notify = self._child_end(RunStatus.FAILED, error=error)
         await self._apply(finish=Finish(RunStatus.FAILED, dumps(error), notify), event_slack=16)
         self.outcome = "failed"
@@ -457,9 +459,25 @@ class Execution:
             )
 
 
+MAX_TRACEBACK_CHARS = 8192
+
+
 def describe_error(exc: BaseException) -> dict[str, Any]:
+    """The error as events record it: type, message, code, and for an exception of the
+    application's code (not Parley's own: a failed step or child, a timeout, a limit) its
+    formatted traceback, the last ``MAX_TRACEBACK_CHARS`` characters of it."""
     code = getattr(exc, "code", None)
     error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     if isinstance(code, str):
         error["code"] = code
+    if isinstance(exc, Exception) and not isinstance(exc, ParleyError) and exc.__traceback__:
+        text = "".join(traceback.format_exception(exc)).rstrip("\n")
+        if len(text) > MAX_TRACEBACK_CHARS:
+            text = "…" + text[-(MAX_TRACEBACK_CHARS - 1) :]
+        error["traceback"] = text
     return error
+
+
+def public_error(error: dict[str, Any]) -> dict[str, Any]:
+    """The error without its traceback (what a chat session's end user is sent)."""
+    return {k: v for k, v in error.items() if k != "traceback"}

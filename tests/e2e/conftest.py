@@ -63,8 +63,8 @@ def page(browser: object) -> Iterator[object]:
 def make_stack(redis_url: str) -> Iterator[Callable[..., Stack]]:
     stacks: list[Stack] = []
 
-    def make(**env: str) -> Stack:
-        stack = Stack(redis_url, env)
+    def make(apps: tuple[str, ...] = (), **env: str) -> Stack:
+        stack = Stack(redis_url, env, apps)
         stacks.append(stack)
         return stack
 

@@ -32,8 +32,11 @@ def free_port() -> int:
 
 
 class Stack:
-    def __init__(self, redis_url: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, redis_url: str, env: dict[str, str] | None = None, apps: tuple[str, ...] = ()
+    ) -> None:
         self.redis_url = redis_url
+        self.apps = [arg for app in apps for arg in ("--app", app)]  # besides the usual ones
         self.env = {"PARLEY_DEMO_CHUNK_DELAY": "0.01", **(env or {})}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -60,6 +63,7 @@ class Stack:
                 SECOND_APP,
                 "--app",
                 TEST_APP,
+                *self.apps,
                 "--redis",
                 self.redis_url,
                 "--partitions",
@@ -106,13 +110,13 @@ class Stack:
             time.sleep(0.05)
         raise RuntimeError(f"server did not become healthy; log:\n{self.log()}")
 
-    def start_worker(self) -> WorkerProcess:
+    def start_worker(self, **env: str) -> WorkerProcess:
         worker = WorkerProcess(
             self.redis_url,
             APP,
             lease=2.0,
-            extra_env=self.env,
-            extra_args=("--app", SECOND_APP, "--app", TEST_APP),
+            extra_env={**self.env, **env},
+            extra_args=("--app", SECOND_APP, "--app", TEST_APP, *self.apps),
         )
         self.workers.append(worker)
         return worker

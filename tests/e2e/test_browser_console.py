@@ -202,3 +202,98 @@ def test_answer_link_page_in_the_browser(page: Page, console_stack: Stack) -> No
     expect(page.get_by_role("heading", name="This link is not valid")).to_be_visible()
     expect(page.get_by_text("Nothing was changed.")).to_be_visible()
     assert_accessible(page, "refusal page")
+
+
+@pytest.fixture
+def apps_stack(make_stack: Callable[..., Stack]) -> Stack:
+    return make_stack(
+        apps=("tests.apps.versions_app", "tests.apps.children_app"),
+        PARLEY_API_KEYS=f"ops:operator:{OPERATOR},auditor:reader:{READER}",
+        PARLEY_VERSION="v1",
+    )
+
+
+def start_run(stack: Stack, workflow: str, *args: Any, until: str) -> str:
+    r = stack.http.post("/api/runs", json={"workflow": workflow, "args": list(args)})
+    assert r.status_code == 201, r.text
+    run_id: str = r.json()["run_id"]
+    wait_until(
+        lambda: stack.http.get(f"/api/runs/{run_id}").json()["status"] == until,
+        20,
+        f"{run_id} ({workflow}) to be {until}",
+    )
+    return run_id
+
+
+def test_traceback_version_children_and_retry(page: Page, apps_stack: Stack) -> None:
+    stack = apps_stack
+    failed = start_run(stack, "failing_kid_wf", until="failed")
+    parent = start_run(stack, "parent_wf", 3, until="completed")
+    sign_in(page, stack, OPERATOR)
+
+    # The version filter and column.
+    page.get_by_label("Version").fill("v1")
+    page.get_by_role("button", name="Filter").click()
+    rows = page.locator("tbody tr")
+    expect(rows).to_have_count(4)  # the failed run, the parent and its two children
+    expect(rows.first).to_contain_text("v1")
+    page.get_by_label("Version").fill("v0")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_text("No runs match.")).to_be_visible()
+
+    # A failed run: its version, and the traceback under the error line, collapsed.
+    page.goto(f"{stack.url}/console#/runs/{failed}")
+    expect(page.get_by_role("heading", name=f"Run {failed}")).to_be_visible()
+    expect(page.locator(".pc-facts dt:text-is('Version') + dd")).to_have_text("v1")
+    details = page.locator("li[data-type='workflow.failed'] details")
+    expect(details.locator("summary")).to_have_text("ValueError: the child cannot")
+    traceback = details.locator("pre")
+    expect(traceback).to_be_hidden()
+    details.locator("summary").click()
+    expect(traceback).to_be_visible()
+    expect(traceback).to_contain_text("in failing_kid_wf")
+    expect(traceback).to_contain_text("Traceback (most recent call last)")
+    assert_accessible(page, "failed run with its traceback")
+    screenshot(page, "console-5-traceback")
+
+    # A parent run links to its children, and a child back to its parent.
+    children = stack.http.get(f"/api/runs/{parent}").json()["child_run_ids"]
+    assert len(children) == 2
+    page.goto(f"{stack.url}/console#/runs/{parent}")
+    links = page.locator("[data-fact='Child runs'] a")
+    expect(links).to_have_text(children)
+    links.first.click()
+    expect(page.get_by_role("heading", name=f"Run {children[0]}")).to_be_visible()
+    page.locator("[data-fact='Parent run']").get_by_role("link", name=parent).click()
+    expect(page.get_by_role("heading", name=f"Run {parent}")).to_be_visible()
+    assert_accessible(page, "parent run")
+
+    # A blocked run (its code changed under it) shows Retry; with the right code back,
+    # Retry sends it to the workers and it waits on its next question.
+    blocked = start_run(stack, "deploy_wf", until="suspended")
+    [approve] = stack.http.get(f"/api/runs/{blocked}").json()["pending_hooks"]
+    stack.workers[0].stop()
+    swapped = stack.start_worker(PARLEY_TEST_VARIANT="swap")
+    r = stack.http.post(f"/api/hooks/{approve['token']}", json={"payload": "yes"})
+    assert r.status_code in (200, 202), r.text
+    wait_until(
+        lambda: stack.http.get(f"/api/runs/{blocked}").json()["status"] == "blocked",
+        20,
+        "the run to be blocked",
+    )
+    swapped.stop()
+    stack.start_worker(PARLEY_TEST_VARIANT="a")
+    page.goto(f"{stack.url}/console#/runs/{blocked}")
+    expect(page.locator(".pc-facts .pc-status")).to_have_text("blocked")
+    expect(page.locator("li[data-type='workflow.blocked']")).to_have_count(1)
+    assert_accessible(page, "blocked run")
+    screenshot(page, "console-6-blocked")
+    page.get_by_role("button", name="Retry").click()
+    expect(page.locator(".pc-facts .pc-status")).to_have_text("suspended", timeout=15_000)
+    expect(page.get_by_role("button", name="Retry")).to_have_count(0)
+    expect(page.get_by_role("heading", name="Pending hooks (1)")).to_be_visible()
+
+    # A finished run has no Retry.
+    page.goto(f"{stack.url}/console#/runs/{failed}")
+    expect(page.get_by_role("heading", name=f"Run {failed}")).to_be_visible()
+    expect(page.get_by_role("button", name="Retry")).to_have_count(0)

@@ -4,7 +4,7 @@ import { api } from "./api.js";
 import { age, duration, el, json, statusBadge, toast, when } from "./dom.js";
 import { t } from "./strings.js";
 
-const STATUSES = ["pending", "running", "suspended", "completed", "failed", "cancelled"];
+const STATUSES = ["pending", "running", "suspended", "blocked", "parked", "completed", "failed", "cancelled"];
 const FINISHED = new Set(["completed", "failed", "cancelled"]);
 
 // A pending hook: its prompt, run, age and deadline, and its answer form (the widget's).
@@ -52,12 +52,13 @@ export async function runsView(main, me, params) {
     session: el("input", { name: "session", value: params.get("session") || "" }),
     q: el("input", { name: "q", type: "search", value: params.get("q") || "", placeholder: "r-…" }),
     tag: el("input", { name: "tag", value: params.get("tag") || "", placeholder: "customer:acme" }),
+    version: el("input", { name: "version", value: params.get("version") || "" }),
     since: el("input", { name: "since", type: "datetime-local", value: params.get("since") || "" }),
     until: el("input", { name: "until", type: "datetime-local", value: params.get("until") || "" }),
   };
   const form = el("form", { class: "pc-filters", role: "search", "aria-label": "Filter runs" },
     field("Status", status), field("Workflow", inputs.workflow), field("Session", inputs.session),
-    field("Run id", inputs.q), field("Tag (key:value)", inputs.tag), field("Created from", inputs.since), field("Created until", inputs.until),
+    field("Run id", inputs.q), field("Tag (key:value)", inputs.tag), field("Version", inputs.version), field("Created from", inputs.since), field("Created until", inputs.until),
     el("button", { type: "submit", class: "pc-primary", text: "Filter" }));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -69,18 +70,19 @@ export async function runsView(main, me, params) {
   main.replaceChildren(el("h1", { text: "Runs" }), form, results);
 
   const query = new URLSearchParams();
-  for (const name of ["status", "workflow", "session", "q", "tag", "offset"]) if (params.get(name)) query.set(name, params.get(name));
+  for (const name of ["status", "workflow", "session", "q", "tag", "version", "offset"]) if (params.get(name)) query.set(name, params.get(name));
   for (const name of ["since", "until"]) if (params.get(name)) query.set(name, String(new Date(params.get(name)).getTime() / 1000));
   query.set("limit", params.get("limit") || "25");
   const page = await api(`/api/runs?${query}`);
   const rows = page.runs.map((r) => el("tr", {},
     el("td", {}, el("a", { href: `#/runs/${r.run_id}`, class: "pc-mono", text: r.run_id })),
     el("td", { text: r.workflow }), el("td", {}, statusBadge(r.status)),
+    el("td", { class: "pc-mono", text: r.version || "—" }),
     el("td", { text: when(r.created_at) }), el("td", { class: "pc-mono", text: r.session || "—" }),
     el("td", { class: "pc-mono", text: tagsText(r.tags) })));
   const table = el("table", { class: "pc-table" },
     el("caption", { class: "pc-visually-hidden", text: "Runs, newest first" }),
-    el("thead", {}, el("tr", {}, ["Run", "Workflow", "Status", "Created", "Session", "Tags"].map((h) => el("th", { scope: "col", text: h })))),
+    el("thead", {}, el("tr", {}, ["Run", "Workflow", "Status", "Version", "Created", "Session", "Tags"].map((h) => el("th", { scope: "col", text: h })))),
     el("tbody", {}, rows));
   const offset = Number(params.get("offset") || 0);
   const move = (to) => { const next = new URLSearchParams(params); next.set("offset", String(to)); location.hash = `#/runs?${next}`; };
@@ -102,7 +104,7 @@ function describe(event, started) {
       const took = from ? ` in ${duration(tsOf(event) - tsOf(from))}` : "";
       return { text: `step ${d.step_id} completed${took}: ${json(d.result)}` };
     }
-    case "step.failed": return { kind: "error", text: `step ${d.step_id} attempt ${d.attempt} failed${d.final ? " (final)" : `; retry at ${when(d.retry_at / 1000)}`}: ${d.error?.type}: ${d.error?.message}${d.error?.traceback ? `\n${d.error.traceback}` : ""}` };
+    case "step.failed": return { kind: "error", text: `step ${d.step_id} attempt ${d.attempt} failed${d.final ? " (final)" : `; retry at ${when(d.retry_at / 1000)}`}: ${d.error?.type}: ${d.error?.message}`, traceback: d.error?.traceback };
     case "step.suspended": case "workflow.suspended": return { text: `waiting for ${d.wait}` };
     case "hook.created": return { kind: "hook", text: `${d.hook_id}: “${d.prompt || d.name}”${d.expires_at ? `, deadline ${when(d.expires_at / 1000)}` : ""}` };
     case "hook.received": return { kind: "hook", text: `${d.hook_id} answered ${json(d.payload)}${d.answered_by ? ` — answered by ${d.answered_by}` : ""}` };
@@ -110,7 +112,8 @@ function describe(event, started) {
     case "timer.scheduled": return { text: `timer ${d.timer_id} due ${when(d.due / 1000)}` };
     case "timer.fired": return { text: `timer ${d.timer_id} fired` };
     case "workflow.completed": return { text: `result ${json(d.result)}` };
-    case "workflow.failed": return { kind: "error", text: `${d.error?.type}: ${d.error?.message}${d.error?.traceback ? `\n${d.error.traceback}` : ""}` };
+    case "workflow.failed": return { kind: "error", text: `${d.error?.type}: ${d.error?.message}`, traceback: d.error?.traceback };
+    case "workflow.blocked": return { kind: "error", text: `blocked: ${d.error?.message}` };
     case "workflow.cancelled": return { kind: "error", text: `cancelled${d.reason ? `: ${d.reason}` : ""}` };
     default: return { text: json(d) };
   }
@@ -132,6 +135,14 @@ export async function runView(main, me, runId, { live: hooksLive } = {}) {
     });
     actions.append(cancel);
   }
+  if (run.status === "blocked" && me.permissions.includes("retry")) {
+    actions.append(el("button", { type: "button", class: "pc-primary", text: "Retry", onclick: async (event) => {
+      event.currentTarget.disabled = true;
+      try { await api(`/api/runs/${runId}/retry`, { method: "POST" }); toast("Run sent back to the workers"); }
+      catch (exc) { toast(exc.message); }
+      runView(main, me, runId);
+    } }));
+  }
   if (me.permissions.includes("start")) {
     actions.append(el("button", { type: "button", text: "Restart (new run, same input)", onclick: async () => {
       const reply = await api(`/api/runs/${runId}/restart`, { method: "POST" });
@@ -142,6 +153,8 @@ export async function runView(main, me, runId, { live: hooksLive } = {}) {
   const facts = el("dl", { class: "pc-facts" },
     el("dt", { text: "Status" }), el("dd", {}, statusBadge(run.status)),
     el("dt", { text: "Workflow" }), el("dd", { text: run.workflow }),
+    el("dt", { text: "Version" }), el("dd", { class: "pc-mono", text: run.version || "—" }),
+    related(run),
     el("dt", { text: "Tags" }), el("dd", { class: "pc-mono", text: tagsText(run.tags) }),
     el("dt", { text: "Created" }), el("dd", { text: when(run.created_at) }),
     el("dt", { text: "Session" }), el("dd", { class: "pc-mono", text: run.session || "—" }),
@@ -150,12 +163,13 @@ export async function runView(main, me, runId, { live: hooksLive } = {}) {
   const pending = run.pending_hooks.map((h) => hookCard({ ...h, created_at: createdAt(log.events, h.hook_id) }, me, { showRun: false }));
   const started = new Map();
   const timeline = el("ol", { class: "pc-timeline", "aria-label": "Timeline of events" }, log.events.map((event) => {
-    const { kind, text } = describe(event, started);
+    const { kind, text, traceback } = describe(event, started);
     return el("li", { "data-kind": kind || "event", "data-type": event.type },
       el("div", { class: "pc-event-head" },
         el("span", { class: "pc-event-type", text: event.type }),
         el("time", { class: "pc-time", datetime: new Date(tsOf(event)).toISOString(), text: new Date(tsOf(event)).toLocaleTimeString() })),
-      el("p", { class: "pc-detail", text }));
+      traceback ? el("details", { class: "pc-traceback" }, el("summary", { class: "pc-detail", text }), el("pre", { class: "pc-mono", text: traceback }))
+        : el("p", { class: "pc-detail", text }));
   }));
   main.replaceChildren(
     el("p", {}, el("a", { href: "#/runs", text: "← All runs" })),
@@ -166,6 +180,14 @@ export async function runView(main, me, runId, { live: hooksLive } = {}) {
     el("h2", { text: "Timeline" }), timeline);
   tickAges(main);
   return run;
+}
+
+// The runs this one is linked to: its parent and children (child()), restarts.
+function related(run) {
+  const links = (ids) => ids.flatMap((id, i) => [i ? ", " : null, el("a", { href: `#/runs/${id}`, class: "pc-mono", text: id })]);
+  return [["Parent run", run.parent_run_id ? [run.parent_run_id] : []], ["Child runs", run.child_run_ids || []],
+    ["Restarted from", run.restarted_from ? [run.restarted_from] : []], ["Restarted as", run.restarted_as ? [run.restarted_as] : []]]
+    .filter(([, ids]) => ids.length).flatMap(([name, ids]) => [el("dt", { text: name }), el("dd", { "data-fact": name }, links(ids))]);
 }
 
 function createdAt(events, hookId) {

@@ -1,0 +1,73 @@
+"""The traceback of an application's exception in the ``step.failed`` and
+``workflow.failed`` events (bounded), and none for Parley's own control flow."""
+
+from __future__ import annotations
+
+from runtime import RunStatus, Runtime, Worker, step, workflow
+from runtime.engine.execution import MAX_TRACEBACK_CHARS, describe_error
+from runtime.errors import StepFailed
+
+
+def parse_the_invoice(text: str) -> int:
+    return int(text)
+
+
+@step(retries=0)
+async def read_invoice() -> int:
+    return parse_the_invoice("not a number")
+
+
+@workflow(name="tb_step_wf")
+async def tb_step_wf() -> int:
+    return await read_invoice()
+
+
+def check_the_order(n: int) -> None:
+    raise KeyError(f"order {n}")
+
+
+@workflow(name="tb_workflow_wf")
+async def tb_workflow_wf() -> None:
+    check_the_order(7)
+
+
+async def test_a_failed_step_records_its_traceback(rt: Runtime, worker: Worker) -> None:
+    run_id = await rt.start(tb_step_wf)
+    await worker.drain()
+    events = await rt.events(run_id)
+    [failed] = [e.data for e in events if e.type == "step.failed"]
+    tb = failed["error"]["traceback"]
+    assert failed["error"]["type"] == "ValueError"
+    assert "in parse_the_invoice" in tb and "in read_invoice" in tb
+    assert tb.endswith("ValueError: invalid literal for int() with base 10: 'not a number'")
+    # The workflow then fails on StepFailed: Parley's own signal, no traceback.
+    [wf_failed] = [e.data for e in events if e.type == "workflow.failed"]
+    assert wf_failed["error"]["type"] == "StepFailed"
+    assert "traceback" not in wf_failed["error"]
+
+
+async def test_a_failed_workflow_records_its_traceback(rt: Runtime, worker: Worker) -> None:
+    run_id = await rt.start(tb_workflow_wf)
+    await worker.drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.FAILED
+    [failed] = [e.data for e in await rt.events(run_id) if e.type == "workflow.failed"]
+    tb = failed["error"]["traceback"]
+    assert "in check_the_order" in tb and "in tb_workflow_wf" in tb
+    assert info.error is not None and info.error["traceback"] == tb
+
+
+def test_the_traceback_is_bounded_and_only_for_real_exceptions() -> None:
+    def deep(n: int) -> None:
+        if n == 0:
+            raise RuntimeError("x" * 20_000)
+        deep(n - 1)
+
+    try:
+        deep(50)
+    except RuntimeError as exc:
+        tb = describe_error(exc)["traceback"]
+    assert len(tb) == MAX_TRACEBACK_CHARS
+    assert tb.startswith("\u2026") and tb.endswith("x")
+    assert "traceback" not in describe_error(StepFailed("step 'a' failed"))
+    assert "traceback" not in describe_error(ValueError("never raised"))
