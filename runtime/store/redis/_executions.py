@@ -1,0 +1,228 @@
+"""The worker's side of the Redis store: task queues (read, reclaim, hand back), the
+lease of an execution (claim, heartbeat), its fenced writes (apply) and the deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from ..._clock import now_ms
+from ...settings import TASKS_GROUP
+from ..base import Applied, ApplyOutcome, Claim, ClaimStatus, DueReport, Finish, Task
+from ..writes import HookSpec, Op, Writes
+from . import _decode, _keys, _records
+from ._calls import store_call
+
+
+class ExecutionStore:
+    """The executions part of :class:`~runtime.store.redis.RedisStore`."""
+
+    partitions: int
+    is_cluster: bool
+
+    @property
+    def client(self) -> aioredis.Redis:  # pragma: no cover - RedisStore provides it
+        raise NotImplementedError
+
+    @property
+    def scripts(self) -> Any:  # pragma: no cover - RedisStore provides it
+        raise NotImplementedError
+
+    def _run(self, run_id: str) -> _keys.RunKeys:
+        return _keys.run_keys(run_id, self.partitions)
+
+    def task_sources(self) -> list[tuple[int, ...]]:
+        if self.is_cluster:  # a multi-stream XREADGROUP cannot span slots
+            return [(p,) for p in range(self.partitions)]
+        return [tuple(range(self.partitions))]
+
+    @store_call
+    async def read_tasks(
+        self, consumer: str, partitions: tuple[int, ...], count: int, block_ms: int | None
+    ) -> list[Task]:
+        streams: dict[Any, Any] = {_keys.key("tasks", p): ">" for p in partitions}
+        reply = await self.client.xreadgroup(
+            TASKS_GROUP, consumer, streams, count=count, block=block_ms
+        )
+        return self._tasks(reply)
+
+    def _tasks(self, reply: Any) -> list[Task]:
+        tasks = []
+        for stream, messages in reply or []:
+            partition = int(_decode.text(stream).split("{p:", 1)[1].split("}", 1)[0])
+            for msg_id, fields in messages:
+                if not fields:  # deleted while pending
+                    continue
+                tasks.append(
+                    Task(
+                        run_id=fields[b"r"].decode(),
+                        workflow=fields.get(b"w", b"").decode(),
+                        message_id=_decode.text(msg_id),
+                        partition=partition,
+                    )
+                )
+        return tasks
+
+    @store_call
+    async def reclaim(self, consumer: str, idle_ms: int) -> list[Task]:
+        tasks: list[Task] = []
+        for partition in range(self.partitions):
+            stream = _keys.key("tasks", partition)
+            start: Any = "0-0"
+            while True:
+                start, messages, *_ = await self.client.xautoclaim(
+                    stream, TASKS_GROUP, consumer, idle_ms, start, count=100
+                )
+                tasks += self._tasks([(stream, messages)])
+                if _decode.text(start) == "0-0":
+                    break
+        return tasks
+
+    async def unpark(self, versions: Sequence[str]) -> int:
+        sent = await asyncio.gather(
+            *(
+                self.scripts.unpark(
+                    keys=[
+                        _keys.key("parked", p, version=version),
+                        _keys.key("tasks", p),
+                        _keys.key("stats", p),
+                    ],
+                    args=[_keys.partition_prefix(p)],
+                )
+                for p in range(self.partitions)
+                for version in versions
+            )
+        )
+        return sum(int(n) for n in sent)
+
+    @store_call
+    async def hand_back(self, task: Task) -> None:
+        stream = _keys.key("tasks", task.partition)
+        # One key (the partition's task stream): atomic, and single-slot on a cluster.
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xadd(stream, {"r": task.run_id, "w": task.workflow})
+            pipe.xack(stream, TASKS_GROUP, task.message_id)
+            pipe.xdel(stream, task.message_id)
+            await pipe.execute()
+
+    async def claim(
+        self, task: Task, consumer: str, lease_ms: int, version: str, serves: Sequence[str]
+    ) -> Claim:
+        keys = self._run(task.run_id)
+        reply = await self.scripts.claim(
+            keys=keys.all,
+            args=[
+                consumer,
+                now_ms(),
+                lease_ms,
+                task.message_id,
+                version,
+                keys.prefix,
+                task.run_id,
+                *serves,
+            ],
+        )
+        if reply[0] == b"skipped":
+            return Claim(ClaimStatus.SKIPPED)
+        if reply[0] == b"busy":
+            return Claim(ClaimStatus.BUSY)
+        if reply[0] == b"parked":
+            return Claim(ClaimStatus.PARKED)
+        fence, workflow, session, entries, checkpoints, parent = reply[1:7]
+        return Claim(
+            ClaimStatus.OK,
+            fence=fence.decode(),
+            workflow=workflow.decode(),
+            session=session.decode() or None,
+            events=_decode.events(entries),
+            checkpoints=_decode.flat_hash(checkpoints),
+            parent=parent.decode() or None,
+        )
+
+    async def apply(
+        self,
+        run_id: str,
+        fence: str,
+        after: str,
+        writes: Writes,
+        *,
+        suspension: Writes | None = None,
+        finish: Finish | None = None,
+        max_events: int,
+        retention_seconds: int,
+    ) -> Applied:
+        keys = self._run(run_id)
+        request: dict[str, Any] = {
+            "fence": fence,
+            "now": str(now_ms()),
+            "max_events": max_events,
+            "run_id": run_id,
+            "prefix": keys.prefix,
+            "after": after,
+            "retention": retention_seconds,
+            "writes": _ops(writes.ops),
+        }
+        if suspension is not None:
+            request["suspension"] = _ops(suspension.ops)
+        if finish is not None:
+            request["finish"] = {"status": finish.status.value, "value": finish.value.decode()}
+            if finish.notify is not None:
+                request["finish"]["notify"] = finish.notify.decode()
+        reply = await self.scripts.apply(keys=keys.all, args=[orjson.dumps(request)])
+        kind = reply[0]
+        if kind == b"lost":
+            return Applied(ApplyOutcome.LOST)
+        if kind == b"limit":
+            return Applied(ApplyOutcome.LIMIT)
+        return Applied(
+            ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
+            last_id=reply[1].decode() or None,
+            arrived=_decode.events(reply[2]),
+        )
+
+    async def heartbeat(
+        self, leases: Sequence[tuple[str, str]], until_ms: int, consumer: str
+    ) -> list[bool]:
+        replies = await asyncio.gather(
+            *(
+                self.scripts.heartbeat(keys=self._run(run_id).all, args=[fence, until_ms, consumer])
+                for run_id, fence in leases
+            )
+        )
+        return [bool(alive) for alive in replies]
+
+    async def fire_due(self, now_ms: int, limit: int) -> DueReport:
+        # One call per partition, concurrently: the batcher sends them in one pipelined
+        # round trip on a single Redis (one call per slot on a cluster).
+        replies = await asyncio.gather(
+            *(
+                self.scripts.fire_due(
+                    keys=_keys.partition_keys(p), args=[now_ms, limit, _keys.partition_prefix(p)]
+                )
+                for p in range(self.partitions)
+            )
+        )
+        dues = [int(float(nxt)) for _, nxt, _ in replies if nxt]
+        return DueReport(
+            lateness_ms=[int(late) for _, _, lateness in replies for late in lateness],
+            next_due_ms=min(dues) if dues else None,
+            saturated=any(int(popped) >= limit for popped, _, _ in replies),
+        )
+
+
+def _ops(ops: list[Op]) -> list[Op]:
+    """The writes as the APPLY script reads them (see ``lua/apply.lua``): every op is in
+    that form already but a hook's, whose record is encoded here."""
+    return [op if op[0] != "hook" else _hook_op(op[1]) for op in ops]
+
+
+def _hook_op(hook: HookSpec) -> list[str]:
+    record = _records.encode_pending(hook.meta, validated=hook.validated)
+    op = ["hook", hook.hook_id, record, hook.token]
+    if hook.expires_at_ms is not None:
+        op.append(str(hook.expires_at_ms))
+    return op
