@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import traceback
 import weakref
 from collections.abc import Coroutine
 from contextvars import ContextVar
@@ -24,7 +23,6 @@ from ..errors import (
     EventLimitExceeded,
     LeaseLost,
     NondeterminismError,
-    ParleyError,
     StoreUnavailable,
     UsageError,
 )
@@ -33,6 +31,7 @@ from ..models import WAKING_EVENTS, Event, EventType, RunStatus
 from ..registry import WorkflowDef
 from ..settings import Limits
 from ..store import ApplyOutcome, Claim, Finish, Store, Writes
+from .failures import describe_error, public_error
 from .replay import Call, ReplayIndex
 from .signals import Abort, Blocked, Interrupted, ReplayEnded, StepScope, Suspend
 
@@ -457,27 +456,3 @@ class Execution:
             self.writes.post(
                 dumps({"type": "status", "status": status.value, "run_id": self.run_id, **extra})
             )
-
-
-MAX_TRACEBACK_CHARS = 8192
-
-
-def describe_error(exc: BaseException) -> dict[str, Any]:
-    """The error as events record it: type, message, code, and for an exception of the
-    application's code (not Parley's own: a failed step or child, a timeout, a limit) its
-    formatted traceback, the last ``MAX_TRACEBACK_CHARS`` characters of it."""
-    code = getattr(exc, "code", None)
-    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
-    if isinstance(code, str):
-        error["code"] = code
-    if isinstance(exc, Exception) and not isinstance(exc, ParleyError) and exc.__traceback__:
-        text = "".join(traceback.format_exception(exc)).rstrip("\n")
-        if len(text) > MAX_TRACEBACK_CHARS:
-            text = "…" + text[-(MAX_TRACEBACK_CHARS - 1) :]
-        error["traceback"] = text
-    return error
-
-
-def public_error(error: dict[str, Any]) -> dict[str, Any]:
-    """The error without its traceback (what a chat session's end user is sent)."""
-    return {k: v for k, v in error.items() if k != "traceback"}

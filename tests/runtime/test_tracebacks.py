@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from runtime import RunStatus, Runtime, Worker, step, workflow
-from runtime.engine.execution import MAX_TRACEBACK_CHARS, describe_error
+from runtime.engine.failures import MAX_TRACEBACK_CHARS, describe_error
 from runtime.errors import StepFailed
 
 

@@ -1,0 +1,34 @@
+"""How a failure is written down: the error a failed step, child or run records in its
+event, and the part of it a chat session's end user may see."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from ..errors import ParleyError
+
+__all__ = ["MAX_TRACEBACK_CHARS", "describe_error", "public_error"]
+
+MAX_TRACEBACK_CHARS = 8192
+
+
+def describe_error(exc: BaseException) -> dict[str, Any]:
+    """The error as events record it: type, message, code, and for an exception of the
+    application's code (not Parley's own: a failed step or child, a timeout, a limit) its
+    formatted traceback, the last ``MAX_TRACEBACK_CHARS`` characters of it."""
+    code = getattr(exc, "code", None)
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(code, str):
+        error["code"] = code
+    if isinstance(exc, Exception) and not isinstance(exc, ParleyError) and exc.__traceback__:
+        text = "".join(traceback.format_exception(exc)).rstrip("\n")
+        if len(text) > MAX_TRACEBACK_CHARS:
+            text = "…" + text[-(MAX_TRACEBACK_CHARS - 1) :]
+        error["traceback"] = text
+    return error
+
+
+def public_error(error: dict[str, Any]) -> dict[str, Any]:
+    """The error without its traceback (what a chat session's end user is sent)."""
+    return {k: v for k, v in error.items() if k != "traceback"}
