@@ -6,6 +6,7 @@ Values crossing Redis are JSON (orjson) only: nothing read from Redis can execut
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from datetime import datetime, timedelta
@@ -26,15 +27,107 @@ def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
+# JSON numbers are IEEE doubles for most readers (JavaScript, jq, many databases): an
+# integer is read back as the same integer only within ±2**53.
+MAX_EXACT_INT = 2**53
+
+
+def loads_exact(data: bytes | str) -> Any:
+    """JSON from outside, with every integer read exactly. orjson reads an integer literal
+    beyond 64 bits as a float (silently another value); such a document is read again by
+    the standard library, which keeps it an int, so :func:`check_portable` can refuse it
+    by its real value. Malformed JSON raises ``ValueError`` (``orjson.JSONDecodeError``)."""
+    value = orjson.loads(data)
+    if not _has_float_beyond_int64(value):
+        return value
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise InvalidPayload("the JSON document is nested too deeply to be read") from None
+
+
+def _has_float_beyond_int64(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if abs(item) >= 2.0**63:  # orjson keeps any integer in [-2**63, 2**64) an int
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def check_portable(
+    value: Any,
+    *,
+    what: str,
+    max_depth: int,
+    run_id: str | None = None,
+    hook_id: str | None = None,
+) -> None:
+    """Refuse what would not come back as it was sent: containers nested deeper than
+    ``max_depth`` (the deeper frames that carry a value cannot be encoded, and every
+    reader pays for the depth) and integers beyond ±2**53."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if not -MAX_EXACT_INT <= item <= MAX_EXACT_INT:
+                raise InvalidPayload(
+                    f"{what}: integers must be within ±2**53 (JSON numbers are exact only "
+                    f"there); got {_describe_int(item)}",
+                    run_id=run_id,
+                    hook_id=hook_id,
+                )
+            continue
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            children = [getattr(item, f.name) for f in dataclasses.fields(item)]
+        else:
+            continue
+        if level > max_depth:
+            raise InvalidPayload(
+                f"{what} may nest objects and arrays at most {max_depth} levels deep, got "
+                f"deeper (Limits.max_depth)",
+                run_id=run_id,
+                hook_id=hook_id,
+            )
+        stack.extend((child, level + 1) for child in children)
+
+
+def _describe_int(value: int) -> str:
+    if value.bit_length() > 256:  # str() of a huge int is slow, and unreadable anyway
+        return f"an integer of {value.bit_length()} bits"
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} digits)"
+
+
 def encode_fragment(key: str, encoded: bytes, **fields: Any) -> bytes:
     """JSON object ``{key: <already-encoded value>, **fields}`` without re-encoding it."""
     return orjson.dumps({key: orjson.Fragment(encoded), **fields})
 
 
 def encode_value(
-    value: Any, *, what: str, limit: int, run_id: str | None = None, hook_id: str | None = None
+    value: Any,
+    *,
+    what: str,
+    limit: int,
+    run_id: str | None = None,
+    hook_id: str | None = None,
+    max_depth: int | None = None,
 ) -> bytes:
-    """Encode ``value`` canonically (sorted keys) and enforce ``limit`` bytes."""
+    """Encode ``value`` canonically (sorted keys) and enforce ``limit`` bytes; with
+    ``max_depth``, first :func:`check_portable` (what enters from outside)."""
+    if max_depth is not None:
+        check_portable(value, what=what, max_depth=max_depth, run_id=run_id, hook_id=hook_id)
     try:
         data = dumps(value)
     except TypeError as exc:

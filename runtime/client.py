@@ -15,7 +15,15 @@ from typing import Any, cast
 import jsonschema
 
 from . import tracing
-from ._codec import Duration, encode_fragment, encode_value, loads, parse_duration
+from ._codec import (
+    Duration,
+    check_portable,
+    encode_fragment,
+    encode_value,
+    loads,
+    loads_exact,
+    parse_duration,
+)
 from ._operator import OperatorCalls
 from .errors import (
     EventLimitExceeded,
@@ -143,8 +151,11 @@ class Runtime(OperatorCalls):
         await self.store.ping()
 
     @staticmethod
-    def decode(data: bytes) -> Any:
-        return loads(data)
+    def decode(data: bytes | str) -> Any:
+        """JSON from outside (an HTTP body, a websocket frame), every integer read exactly
+        (so an answer beyond ±2**53 is refused by its value, not silently rounded).
+        Malformed JSON raises ValueError."""
+        return loads_exact(data)
 
     # runs ------------------------------------------------------------------------------
     async def start(
@@ -200,6 +211,12 @@ class Runtime(OperatorCalls):
         trace = tracing.traceparent()
         if trace is not None:  # every execution of the run continues this trace
             started["trace"] = trace
+        for n, arg in enumerate(args):
+            check_portable(arg, what=f"argument {n} of the run", max_depth=self.limits.max_depth)
+        for keyword, value in kwargs.items():
+            check_portable(
+                value, what=f"argument {keyword!r} of the run", max_depth=self.limits.max_depth
+            )
         run_input = encode_value(
             started, what="workflow input", limit=self.limits.max_payload_bytes
         )
@@ -262,7 +279,11 @@ class Runtime(OperatorCalls):
         # the execution this answer wakes links to it (runtime.tracing)
         traced = {} if trace is None else {"trace": trace}
         encoded = encode_value(
-            payload, what="hook payload", limit=self.limits.max_payload_bytes, **ids
+            payload,
+            what="hook payload",
+            limit=self.limits.max_payload_bytes,
+            max_depth=self.limits.max_depth,
+            **ids,
         )
         answer = Answer(
             run_id=run_id,
@@ -344,7 +365,11 @@ class Runtime(OperatorCalls):
         check_run_id(run_id)
         check_name(topic, "topic")
         encoded = encode_value(
-            payload, what="message", limit=self.limits.max_payload_bytes, run_id=run_id
+            payload,
+            what="message",
+            limit=self.limits.max_payload_bytes,
+            run_id=run_id,
+            max_depth=self.limits.max_depth,
         )
         sent = await self.store.send(
             run_id, topic, encode_fragment("payload", encoded, topic=topic)
@@ -368,7 +393,12 @@ class Runtime(OperatorCalls):
 
     async def post_to_session(self, session: str, message: dict[str, Any]) -> str:
         """Append a message (agent text, status) to a session's outbox."""
-        data = encode_value(message, what="message", limit=self.limits.max_payload_bytes)
+        data = encode_value(
+            message,
+            what="message",
+            limit=self.limits.max_payload_bytes,
+            max_depth=self.limits.max_depth,
+        )
         return await self.store.post(check_session_id(session), data)
 
 

@@ -19,6 +19,10 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_CHAT_WORKFLOW`` | (none) | the workflow a visitor's chat message starts |
 | ``PARLEY_CHAT_WORKFLOWS`` | (none) | more chat workflows pages may pick (comma-separated) |
 | ``PARLEY_ALLOWED_ORIGINS`` | (none) | more origins whose pages may embed the widget |
+| ``PARLEY_SESSION_RATE`` | ``30/minute`` | ``POST /api/sessions`` per client IP (``off``: none) |
+| ``PARLEY_MESSAGE_RATE`` | ``20/minute`` | chat messages that start runs, per client IP |
+| ``PARLEY_TRUSTED_PROXIES`` | (none) | proxies whose ``X-Forwarded-For`` names the client |
+| ``PARLEY_REQUEST_TIMEOUT`` | 10 | seconds a client has to send a whole HTTP request |
 | ``PARLEY_DEMO_DATA_DIR`` | (see below) | the data of ``parley demo``'s private Redis |
 | ``PARLEY_DEMO_MODEL`` | (none) | the demos' model: an ``init_chat_model`` spec |
 | ``PARLEY_DEMO_MODEL_BASE_URL`` | (none) | its OpenAI-compatible endpoint |
@@ -29,6 +33,10 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_TRACING_FILE`` | (none) | spans of a ``parley`` process as JSON lines in this file |
 | ``PARLEY_CRASH_AT`` | (none) | fault injection for tests (``runtime._faults``) |
 
+Rates are ``limits`` strings (``30/minute``, ``5/second;100/hour``), counted in the store's
+Redis, so they hold across server processes. ``PARLEY_TRUSTED_PROXIES``: comma-separated
+IPs or CIDRs (``10.0.0.0/8``), or ``*``; without it ``X-Forwarded-For`` is ignored and the
+client is the peer of the TCP connection.
 ``PARLEY_ALLOWED_ORIGINS``: comma-separated origins (``https://shop.example``) or ``*``; the
 server's own origin is always allowed (CORS and the websocket's Origin check). The demo's
 data directory defaults to ``$XDG_DATA_HOME/parley/demo`` (``~/.local/share/parley/demo``).
@@ -63,6 +71,11 @@ HEALTH_CHECK_SECONDS = 15
 # Longer than any blocking read, so a socket timeout means a dead server, not a quiet stream.
 SOCKET_TIMEOUT_SECONDS = MAX_BLOCK_SECONDS * 5
 
+# Server: abuse limits (server.abuse)
+DEFAULT_SESSION_RATE = "30/minute"  # sessions one client IP may create
+DEFAULT_MESSAGE_RATE = "20/minute"  # chat messages (each starts a run) of one client IP
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 10.0  # to send a whole request: headers and body
+
 # Streams
 OUTBOX_MAXLEN = 10_000  # messages kept in a session's outbox (approximate trim)
 TASKS_GROUP = "workers"  # the consumer group of the task streams
@@ -75,6 +88,9 @@ class Limits:
     max_payload_bytes: int = 64 * 1024  # a hook answer, a step/workflow result, run input
     max_checkpoint_bytes: int = 256 * 1024  # one step checkpoint
     max_events: int = 10_000  # events in one run's log
+    # Nesting of objects and arrays in what enters from outside (run input, answers,
+    # messages); integers there must be within ±2**53 (runtime._codec.check_portable).
+    max_depth: int = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +113,10 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     tracing: bool = False  # PARLEY_TRACING (runtime.tracing)
     tracing_file: str | None = None  # PARLEY_TRACING_FILE
+    session_rate: str = DEFAULT_SESSION_RATE
+    message_rate: str = DEFAULT_MESSAGE_RATE
+    trusted_proxies: tuple[str, ...] = ()
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -120,6 +140,12 @@ class Settings:
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
             tracing=env.get("PARLEY_TRACING", "").lower() in ("1", "true", "yes", "on"),
             tracing_file=env.get("PARLEY_TRACING_FILE") or None,
+            session_rate=env.get("PARLEY_SESSION_RATE") or DEFAULT_SESSION_RATE,
+            message_rate=env.get("PARLEY_MESSAGE_RATE") or DEFAULT_MESSAGE_RATE,
+            trusted_proxies=_list(env, "PARLEY_TRUSTED_PROXIES"),
+            request_timeout=_seconds(
+                env, "PARLEY_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT_SECONDS
+            ),
         )
 
 
@@ -164,6 +190,23 @@ def _pairs(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"{name}: item {n} must be 'id=secret' (items comma-separated)")
         pairs.append((key, value))
     return tuple(pairs)
+
+
+def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in env.get(name, "").split(",") if item.strip())
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds, got {raw!r}")
+    return seconds
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

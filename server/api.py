@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from runtime import HookStatus, StoreUnavailable, UsageError
+from runtime import HookStatus, Runtime, StoreUnavailable, UsageError
 
 from .auth import ApiKey, Permission, authorize
 from .context import ServerContext
@@ -59,8 +59,9 @@ async def read_json(request: Request, *, limit: int, required: bool = True) -> A
             raise ApiError(400, "malformed", "expected a JSON object body, got an empty body")
         return {}
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        # integers read exactly: one beyond ±2**53 is refused by its value, never rounded
+        return Runtime.decode(bytes(body))
+    except ValueError as exc:
         raise ApiError(400, "malformed", f"expected a JSON body: {exc}") from None
 
 
@@ -214,6 +215,7 @@ async def answer_hook(request: Request) -> Response:
 
 async def create_session(request: Request) -> Response:
     ctx = ctx_of(request)
+    await ctx.abuse.hit(ctx.abuse.sessions, request.scope.get("client"))  # 429: nothing made
     session = await ctx.sessions.create()
     return _json({"session_id": session}, 201)
 

@@ -81,6 +81,7 @@ def create_app(
                 await ctx.watcher.close()
                 await ctx.history.close()
                 await tailer.close()  # before the runtime's connections go
+                await ctx.abuse.close()
                 if ctx.worker is not None and task is not None:
                     ctx.worker.stop()  # its run() ends its loops even if a cancel is lost
                     await task

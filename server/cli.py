@@ -4,7 +4,9 @@ through the ``parley.commands`` entry point).
 ``parley server --app mod [--redis URL] [--host H] [--port P]`` serves the API, the
 websocket gateway and the widget; workers run elsewhere (``parley worker``). It needs
 ``PARLEY_API_KEY``. A visitor's chat message starts ``$PARLEY_CHAT_WORKFLOW`` (and pages
-may pick one of ``$PARLEY_CHAT_WORKFLOWS``).
+may pick one of ``$PARLEY_CHAT_WORKFLOWS``). Each request must be sent whole within
+``$PARLEY_REQUEST_TIMEOUT`` seconds (``server.slowloris``); ``X-Forwarded-For`` is
+believed only from ``$PARLEY_TRUSTED_PROXIES``.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import uvicorn
 from runtime import Runtime, tracing
 from runtime.settings import Settings
 
+from .abuse import parse_rate, storage_for
 from .app import create_app
 from .auth import KeyConfigError, keys_from_settings
 from .context import ServerConfig
 from .origins import OriginPolicy
+from .slowloris import protocol_with_read_timeout
 
 WS_MAX_SIZE = 1024 * 1024  # protocol limit; the gateway answers frames > 64 KiB itself
 
@@ -94,6 +98,9 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         return 2
     try:
         origins = OriginPolicy.from_list(settings.allowed_origins)
+        parse_rate(settings.session_rate, "PARLEY_SESSION_RATE")
+        parse_rate(settings.message_rate, "PARLEY_MESSAGE_RATE")
+        storage_for(url)
     except ValueError as exc:
         print(f"parley {serving.name}: {exc}", file=sys.stderr)
         return 2
@@ -106,6 +113,8 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         link_keys=settings.link_keys,
         public_url=settings.public_url,
         origins=origins,
+        session_rate=settings.session_rate,
+        message_rate=settings.message_rate,
     )
     app = create_app(runtime, api_key, run_worker=serving.run_worker, config=config)
     print(
@@ -120,6 +129,11 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         log_level=str(args.log_level).lower(),
         ws_max_size=WS_MAX_SIZE,
         lifespan="on",
+        # X-Forwarded-For/-Proto only from the proxies listed (uvicorn's default trusts
+        # 127.0.0.1: any local process could then pick its client address).
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=list(settings.trusted_proxies),
+        http=protocol_with_read_timeout(settings.request_timeout),
     )
     return 0
 

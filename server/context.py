@@ -10,7 +10,9 @@ from pathlib import Path
 from runtime import Runtime, Worker
 from runtime.links import LinkSigner
 from runtime.metrics import Metrics
+from runtime.settings import DEFAULT_MESSAGE_RATE, DEFAULT_SESSION_RATE
 
+from .abuse import AbuseLimits
 from .auth import ApiKey, KeyRing
 from .origins import OriginPolicy
 from .sessions import Sessions
@@ -44,6 +46,9 @@ class ServerConfig:
     stats_every: float = 30.0  # the console's chart samples the store's counters this often
     # the pages that may embed the widget (CORS and the websocket's Origin check)
     origins: OriginPolicy = field(default_factory=OriginPolicy)
+    # per client IP, counted in the store's Redis (server.abuse); "off": no limit
+    session_rate: str = DEFAULT_SESSION_RATE  # POST /api/sessions
+    message_rate: str = DEFAULT_MESSAGE_RATE  # chat messages that start runs
 
 
 @dataclass(slots=True)
@@ -58,7 +63,13 @@ class ServerContext:
     links: LinkSigner | None = None
     watcher: HookWatcher = dataclasses.field(init=False)
     history: StatsHistory = dataclasses.field(init=False)
+    abuse: AbuseLimits = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         self.watcher = HookWatcher(self.runtime, interval=self.config.live_interval)
         self.history = StatsHistory(self.runtime, every=self.config.stats_every)
+        self.abuse = AbuseLimits(
+            self.runtime.url,
+            session_rate=self.config.session_rate,
+            message_rate=self.config.message_rate,
+        )

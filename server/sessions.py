@@ -13,6 +13,7 @@ A workflow that never returns ``memory`` is started as ``workflow(text)``, as be
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runtime import RunInfo, RunNotFound, RunStatus, Runtime, UsageError
@@ -73,6 +74,7 @@ class Sessions:
         *,
         max_chars: int,
         client_id: str | None = None,
+        admit: Callable[[], Awaitable[None]] | None = None,
     ) -> str:
         """A visitor's message: shown in the session, then a run of ``workflow(text)`` bound
         to the session (with ``memory=`` from the previous run, see above). Refused
@@ -81,7 +83,9 @@ class Sessions:
         message, is echoed in the session's ``visitor`` message (so the page that queued
         it recognises it) and names the run: the same message sent again (a page that
         lost its socket before the ack) is shown and started once — its run's id is
-        returned, busy or not."""
+        returned, busy or not. ``admit`` (the sender's rate limit) is awaited once the
+        message would start a run, before anything is recorded: it raises to refuse it;
+        a duplicate or a busy refusal does not count against it."""
         if not isinstance(text, str) or not text.strip():
             raise ApiError(400, "invalid_message", "expected a non-empty message text")
         if len(text) > max_chars:
@@ -107,6 +111,8 @@ class Sessions:
                     f"the agent is still working on run {previous.run_id}; answer its "
                     "question or wait for its reply before sending a new message",
                 )
+            if admit is not None:
+                await admit()
             visitor: dict[str, Any] = {"type": "visitor", "text": text}
             if client_id is not None:
                 visitor["client_id"] = client_id

@@ -29,9 +29,10 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketState
 
-from runtime import ParleyError
+from runtime import ParleyError, Runtime
 
 from ._tasks import cancel_and_wait
+from .abuse import RateLimited
 from .context import ServerConfig, ServerContext
 from .errors import ApiError, error_body, parley_error_body
 from .tailer import (
@@ -95,8 +96,18 @@ class SessionSocket:
         self.closing = False  # ends the replay even if a cancellation gets lost in redis-py
 
     async def send(self, frame: dict[str, Any]) -> None:
+        try:
+            text = orjson.dumps(frame).decode()
+        except orjson.JSONEncodeError as exc:
+            if "id" not in frame:
+                raise
+            # An outbox message no frame can carry (nested past orjson's limit, written
+            # before payload limits existed): sent as "omitted" with its id, so the page
+            # moves past it instead of reconnecting into it for ever.
+            log.warning("session %s: message %s cannot be sent: %s", self.session, frame["id"], exc)
+            text = orjson.dumps({"type": "omitted", "id": frame["id"], "reason": str(exc)}).decode()
         async with self._send_lock:
-            await self.ws.send_text(orjson.dumps(frame).decode())
+            await self.ws.send_text(text)
 
     # server -> page --------------------------------------------------------------------
     async def pump(self, after: str) -> None:
@@ -177,8 +188,8 @@ class SessionSocket:
                 if text is None:
                     raise FrameError("malformed", "expected a JSON text frame, got a binary frame")
                 try:
-                    frame = orjson.loads(text)
-                except orjson.JSONDecodeError as exc:
+                    frame = Runtime.decode(text)  # integers exact (see Runtime.decode)
+                except ValueError as exc:
                     raise FrameError("malformed", f"expected a JSON object: {exc}") from None
                 if not isinstance(frame, dict):
                     raise FrameError(
@@ -192,6 +203,8 @@ class SessionSocket:
                 self.rejected_in_a_row += 1
             except ApiError as exc:
                 reply = {"type": "error", **error_body(exc.code, exc.message)}
+                if isinstance(exc, RateLimited):
+                    reply["retry_after"] = exc.retry_after
                 self.rejected_in_a_row += 1
             except ParleyError as exc:
                 reply = {"type": "error", **parley_error_body(exc)}
@@ -239,12 +252,14 @@ class SessionSocket:
                     "expected 'client_id' to be 1-64 letters, digits, '-' or '_', got "
                     f"{client_id!r:.40}",
                 )
+            abuse, peer = self.ctx.abuse, self.ws.scope.get("client")
             run_id = await self.ctx.sessions.start_chat(
                 self.session,
                 workflow,
                 frame.get("text"),
                 max_chars=self.config.max_message_chars,
                 client_id=client_id,
+                admit=lambda: abuse.hit(abuse.messages, peer),
             )
             return {"type": "ack", "for": "message", "run_id": run_id, "client_id": client_id}
         if kind == "ping":

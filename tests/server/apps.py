@@ -58,3 +58,14 @@ async def approve_by_link_step(timeout: float | None) -> Any:
 @workflow(name="srv_link_approval")
 async def srv_link_approval(timeout: float | None = None) -> Any:
     return await approve_by_link_step(timeout)
+
+
+@step(name="free_answer")
+async def free_answer_step() -> Any:
+    return await step_hook("anything", prompt="Say anything")  # no schema
+
+
+@workflow(name="srv_free")
+async def srv_free() -> Any:
+    """A hook that takes any answer: only the payload limits stand guard."""
+    return await free_answer_step()
