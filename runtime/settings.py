@@ -62,6 +62,9 @@ POOL_WAIT_SECONDS = 30  # a caller waits this long for a free pooled connection
 HEALTH_CHECK_SECONDS = 15
 # Longer than any blocking read, so a socket timeout means a dead server, not a quiet stream.
 SOCKET_TIMEOUT_SECONDS = MAX_BLOCK_SECONDS * 5
+# ``?wait=N`` store URLs: how long a write waits for its replicas before it is reported as
+# unconfirmed (its fate unknown) instead of acknowledged.
+REPLICA_WAIT_TIMEOUT_MS = 1000
 
 # Streams
 OUTBOX_MAXLEN = 10_000  # messages kept in a session's outbox (approximate trim)
