@@ -30,6 +30,7 @@ response can always say *which* run went wrong::
     ├── WaitTimeout                `Runtime.wait` gave up before the run finished
     ├── NondeterminismError        the workflow's code no longer matches the run's log
     └── StoreUnavailable           the store (Redis) cannot be reached now; retry later
+        └── ReplicationUnconfirmed the master wrote it, no replica confirmed it in time
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "NondeterminismError",
     "ParleyError",
     "PayloadTooLarge",
+    "ReplicationUnconfirmed",
     "RunCancelled",
     "RunFailed",
     "RunFinished",
@@ -228,6 +230,15 @@ class StoreUnavailable(ParleyError):
     known to have changed: the caller may retry once the store is back."""
 
     code = "store_unavailable"
+
+
+class ReplicationUnconfirmed(StoreUnavailable):
+    """A store URL with ``?wait=N``: the master applied the write but fewer than N replicas
+    confirmed it within the wait timeout, so it was not acknowledged. Its fate is unknown:
+    it may be lost if the master fails now, or survive. Retrying is safe (an answer sent
+    again is recognised as the same answer; a start with an idempotency key starts once)."""
+
+    code = "replication_unconfirmed"
 
 
 class NondeterminismError(ParleyError):

@@ -70,6 +70,9 @@ POOL_WAIT_SECONDS = 30  # a caller waits this long for a free pooled connection
 HEALTH_CHECK_SECONDS = 15
 # Longer than any blocking read, so a socket timeout means a dead server, not a quiet stream.
 SOCKET_TIMEOUT_SECONDS = MAX_BLOCK_SECONDS * 5
+# ``?wait=N`` store URLs: how long a write waits for its replicas before it is reported as
+# unconfirmed (its fate unknown) instead of acknowledged.
+REPLICA_WAIT_TIMEOUT_MS = 1000
 
 # Server: abuse limits (server.abuse)
 DEFAULT_SESSION_RATE = "30/minute"  # sessions one client IP may create

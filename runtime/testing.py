@@ -17,12 +17,13 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import redis
 
 from ._faults import POINTS as CRASH_POINTS
 
-__all__ = ["CRASH_POINTS", "RedisServer", "WorkerProcess", "free_port"]
+__all__ = ["CRASH_POINTS", "RedisSentinels", "RedisServer", "WorkerProcess", "free_port"]
 
 
 def free_port() -> int:
@@ -86,6 +87,138 @@ class RedisServer:
 
     def stop(self) -> None:
         self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisSentinels:
+    """A Sentinel deployment on free loopback ports: a master, ``replicas`` replicas and
+    ``sentinels`` sentinels monitoring it as ``service`` (quorum ``quorum``), returned once
+    every sentinel sees the replicas and the other sentinels. ``down_after_ms`` and
+    ``failover_timeout_ms`` are short by default, so a test's failover takes seconds."""
+
+    def __init__(
+        self,
+        *,
+        replicas: int = 1,
+        sentinels: int = 3,
+        quorum: int = 2,
+        service: str = "parley",
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 3000,
+    ) -> None:
+        self.service = service
+        self.servers: list[RedisServer] = []
+        self.sentinels: list[subprocess.Popen[bytes]] = []
+        self.sentinel_ports: list[int] = []
+        self.dir = Path(tempfile.mkdtemp(prefix="parley-sentinel-"))
+        try:
+            self.servers.append(RedisServer())
+            master = self.servers[0].port
+            for _ in range(replicas):
+                self.servers.append(RedisServer("--replicaof", "127.0.0.1", str(master)))
+            for n in range(sentinels):
+                self._start_sentinel(n, master, quorum, down_after_ms, failover_timeout_ms)
+            self.wait_healthy(replicas, sentinels - 1)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_sentinel(
+        self, n: int, master: int, quorum: int, down_after_ms: int, failover_timeout_ms: int
+    ) -> None:
+        port = free_port()
+        conf = self.dir / f"sentinel-{n}.conf"  # a sentinel rewrites its config: its own file
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
+            f"logfile {self.dir / f'sentinel-{n}.log'}\n"
+            f"sentinel monitor {self.service} 127.0.0.1 {master} {quorum}\n"
+            f"sentinel down-after-milliseconds {self.service} {down_after_ms}\n"
+            f"sentinel failover-timeout {self.service} {failover_timeout_ms}\n"
+            f"sentinel parallel-syncs {self.service} 1\n"
+        )
+        self.sentinels.append(
+            subprocess.Popen(
+                ["redis-server", str(conf), "--sentinel"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        self.sentinel_ports.append(port)
+
+    def url(self, *, db: int = 0, query: str = "") -> str:
+        """``redis+sentinel://`` with every sentinel (``query``: e.g. ``"wait=1"``)."""
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{self.service}/{db}" + (f"?{query}" if query else "")
+
+    def master(self) -> tuple[str, int] | None:
+        """The master's address, as the first sentinel that answers names it."""
+        for port in self.sentinel_ports:
+            client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+            try:
+                reply: Any = client.sentinel_get_master_addr_by_name(self.service)
+                return str(reply[0]), int(reply[1])
+            except (redis.ConnectionError, redis.TimeoutError, TypeError):
+                continue
+            finally:
+                client.close()
+        return None
+
+    def master_server(self) -> RedisServer:
+        """The server the sentinels name as the master."""
+        address = self.master()
+        if address is None:
+            raise RuntimeError("no sentinel names a master")
+        return next(server for server in self.servers if server.port == address[1])
+
+    def replica_servers(self) -> list[RedisServer]:
+        master = self.master_server()
+        return [server for server in self.servers if server is not master]
+
+    def flushall(self) -> None:
+        """Empty the master (its replicas follow)."""
+        client = redis.Redis(port=self.master_server().port)
+        try:
+            client.flushall()
+        finally:
+            client.close()
+
+    def wait_healthy(self, replicas: int, other_sentinels: int, timeout: float = 30) -> None:
+        """Until every sentinel sees a master with ``replicas`` live replicas that are
+        in sync and ``other_sentinels`` peers (after a start or a failover)."""
+        deadline = time.monotonic() + timeout
+        for port in self.sentinel_ports:
+            client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+            try:
+                while True:
+                    try:
+                        state: Any = client.sentinel_master(self.service)
+                        replicas_seen: Any = client.sentinel_slaves(self.service)
+                        live = [
+                            r
+                            for r in replicas_seen
+                            if not r["is_sdown"] and r.get("master-link-status") == "ok"
+                        ]
+                        if (
+                            state["num-other-sentinels"] >= other_sentinels
+                            and len(live) >= replicas
+                            and not state["is_sdown"]
+                        ):
+                            break
+                    except (redis.ConnectionError, redis.ResponseError):
+                        pass
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"sentinel on {port} did not see a healthy master")
+                    time.sleep(0.05)
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        for proc in self.sentinels:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+        for server in self.servers:
+            server.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

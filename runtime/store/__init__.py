@@ -54,7 +54,14 @@ __all__ = [
     "open_store",
 ]
 
-SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "memory://")
+SCHEMES = (
+    "redis://",
+    "rediss://",
+    "unix://",
+    "redis+cluster://",
+    "redis+sentinel://",
+    "memory://",
+)
 
 
 def open_store(url: str, *, partitions: int) -> Store:
@@ -71,5 +78,6 @@ def open_store(url: str, *, partitions: int) -> Store:
         return RedisStore(url, partitions)
     raise UsageError(
         f"expected a store URL 'redis://host:port[/db]', 'rediss://...', 'unix://...', "
-        f"'redis+cluster://host:port,...' or 'memory://[name]', got {url!r}"
+        f"'redis+cluster://host:port,...', 'redis+sentinel://host:port,.../service[/db]' "
+        f"or 'memory://[name]', got {url!r}"
     )

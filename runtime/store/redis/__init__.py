@@ -37,7 +37,8 @@ from ..base import (
 from . import _decode, _keys, _records, _scripts
 from ._batch import Batcher, Script
 from ._calls import store_call
-from ._connect import connect, is_cluster_url
+from ._connect import connect, durability_of, is_cluster_url
+from ._durability import ReplicatedBatcher, ReplicatedPosts
 from ._executions import ExecutionStore
 from ._inspect import InspectionStore
 from ._sessions import SessionStore
@@ -57,8 +58,7 @@ def script_source(name: str) -> str:
 class Scripts:
     """The scripts of ``lua/``, called by EVALSHA through one auto-pipelining batcher."""
 
-    def __init__(self, client: aioredis.Redis, *, pipelined: bool) -> None:
-        batcher = Batcher(client, pipelined=pipelined)
+    def __init__(self, batcher: Batcher) -> None:
         self.batcher = batcher
         for name in _scripts.NAMES:
             setattr(self, name, Script(batcher, _scripts.source(name)))
@@ -77,7 +77,7 @@ class Scripts:
     wait_state: Script
 
 
-class RedisStore(ExecutionStore, SessionStore, InspectionStore):
+class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore):
     """:class:`runtime.store.Store` on Redis. ``client`` and ``keys`` are public for
     operators and tests that look at the raw data."""
 
@@ -89,6 +89,8 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
         # On a cluster, commands on keys of different partitions cannot share a pipeline
         # round trip or a multi-stream read: they go per partition instead.
         self.is_cluster = is_cluster_url(url)
+        # ``?wait=N``: writes acknowledged once N replicas have them (``_durability``).
+        self.durability = durability_of(url)
         self._client: aioredis.Redis | None = None
         self._scripts: Scripts | None = None
 
@@ -113,7 +115,10 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
         if self._client is not None:
             return
         self._client = connect(self.url)
-        self._scripts = Scripts(self._client, pipelined=not self.is_cluster)
+        if self.durability is not None:
+            self._scripts = Scripts(ReplicatedBatcher(self._client, self.durability))
+        else:
+            self._scripts = Scripts(Batcher(self._client, pipelined=not self.is_cluster))
         await self._ensure_groups()
 
     async def _ensure_groups(self) -> None:

@@ -1,0 +1,123 @@
+"""Writes acknowledged only once replicas have them: store URLs with ``?wait=N``.
+
+Redis replicates asynchronously: a master that replies to a write and fails before its
+replica received it takes the write with it, and a failover promotes the replica without
+it — an answer the visitor was told was recorded is gone. ``WAIT N timeout`` blocks until
+N replicas acknowledged every write made *on the same connection* before it, so it is sent
+right after the writes, in their pipeline (a WAIT on another connection would confirm
+nothing, or a write of another master after a failover). When fewer than N replicas
+confirm in time, the writes are not acknowledged: the caller gets
+:class:`~runtime.errors.ReplicationUnconfirmed` (a :class:`StoreUnavailable`: the worker
+and the server treat it as an outage, a retry is safe), never a success.
+
+What is confirmed: every script call (start, answers, sends, cancels, a worker's writes —
+its checkpoints, hooks, prompts and ``emit`` messages, its claims and completions) and
+``post_to_session``/``emit`` outbox messages. Not confirmed (they are re-created or
+retried, or their loss is visible): task reads and hand-backs, session metadata and
+workflow announcements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
+
+from ...errors import ReplicationUnconfirmed
+from . import _scripts
+from ._batch import Batcher, Script, _Call
+from ._calls import store_call
+from ._connect import Durability
+
+T = TypeVar("T")
+
+# Scripts that write nothing need no confirmation (nor a replica to be read).
+READ_ONLY_SCRIPTS = ("wait_state",)
+
+
+def unconfirmed(durability: Durability, confirmed: object) -> ReplicationUnconfirmed:
+    return ReplicationUnconfirmed(
+        f"the write was applied by the Redis master but {confirmed} of the "
+        f"{durability.replicas} replica(s) required (?wait={durability.replicas}) confirmed "
+        f"it within {durability.timeout_ms} ms, so it is not acknowledged: whether it "
+        f"survives a failover is unknown; retrying is safe"
+    )
+
+
+def check(durability: Durability, confirmed: object) -> None:
+    if not isinstance(confirmed, int) or confirmed < durability.replicas:
+        raise unconfirmed(durability, confirmed)
+
+
+class ReplicatedBatcher(Batcher):
+    """The batcher whose pipelines end with ``WAIT``: a batch's calls are answered only
+    once the replicas confirmed them (all or none: one WAIT covers the pipeline)."""
+
+    def __init__(self, client: aioredis.Redis, durability: Durability) -> None:
+        super().__init__(client, pipelined=True)
+        self.durability = durability
+        self.read_only = frozenset(Script(self, _scripts.source(n)).sha for n in READ_ONLY_SCRIPTS)
+
+    async def _pipeline(self, calls: list[_Call]) -> list[Any]:
+        if all(script.sha in self.read_only for script, *_ in calls):
+            return await super()._pipeline(calls)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for script, keys, args, _ in calls:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.wait(self.durability.replicas, self.durability.timeout_ms)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        confirmed = replies.pop()
+        if all(isinstance(reply, NoScriptError) for reply in replies):
+            return replies  # nothing ran: the batcher loads the scripts and sends them again
+        # Raised, every call of the batch fails with it (Batcher._send): none is acknowledged.
+        check(self.durability, confirmed)
+        return replies
+
+
+class _Pinned:
+    """A store whose ``client`` is one connection: a write and its WAIT share it."""
+
+    def __init__(self, store: object, client: aioredis.Redis) -> None:
+        self._store = store
+        self.client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class ReplicatedPosts:
+    """``post`` (``post_to_session``, ``emit``) confirmed by the replicas under ``?wait=N``;
+    placed before :class:`SessionStore` among the store's bases, it wraps its ``post``."""
+
+    durability: Durability | None
+
+    @property
+    def client(self) -> aioredis.Redis:  # pragma: no cover - RedisStore provides it
+        raise NotImplementedError
+
+    async def post(self, session: str, message: bytes) -> str:
+        post = _post_of(self)
+        if self.durability is None:
+            return await post(self, session, message)
+        return await self._confirmed(lambda store: post(store, session, message))
+
+    @store_call
+    async def _confirmed(self, write: Callable[[Any], Awaitable[T]]) -> T:
+        assert self.durability is not None
+        # One connection for the write and the WAIT after it (see the module's doc).
+        async with self.client.client() as pinned:
+            result = await write(_Pinned(self, pinned))
+            confirmed = await pinned.wait(self.durability.replicas, self.durability.timeout_ms)
+            check(self.durability, confirmed)
+        return result
+
+
+def _post_of(store: object) -> Callable[..., Awaitable[str]]:
+    """The ``post`` that :class:`ReplicatedPosts` wraps (the next one in ``store``'s MRO)."""
+    mro = type(store).__mro__
+    after = mro[mro.index(ReplicatedPosts) + 1 :]
+    owner = next(cls for cls in after if "post" in cls.__dict__)
+    method: Callable[..., Awaitable[str]] = owner.__dict__["post"]
+    return method
