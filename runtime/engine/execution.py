@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from collections.abc import Coroutine
 from contextvars import ContextVar
@@ -17,7 +18,7 @@ from typing import Any, cast
 
 import orjson
 
-from .. import _faults
+from .. import _clock, _faults
 from .._codec import dumps, encode_value, loads
 from ..errors import (
     EventLimitExceeded,
@@ -101,6 +102,11 @@ class Execution:
         self.parent = claim.parent  # the run that started this one with child(), if any
         self.limits = limits
         self.retention_seconds = retention_seconds
+        # The store's clock, carried forward by this process's monotonic clock: deadlines
+        # and now() agree with the workers on other machines whatever this one's wall
+        # clock says.
+        self._clock_origin_ms = claim.now_ms or _clock.now_ms()
+        self._clock_origin_mono = time.monotonic()
         events = claim.events
         self.index = ReplayIndex()
         self.index.add_all(events)
@@ -261,6 +267,10 @@ class Execution:
         """Like :meth:`record`, for an event whose JSON is already encoded."""
         self.index.add(event_type, data)
         self.writes.event(event_type, encoded)
+
+    def now_ms(self) -> int:
+        """The store's clock now (ms), as read when the lease was taken."""
+        return self._clock_origin_ms + int((time.monotonic() - self._clock_origin_mono) * 1000)
 
     async def flush(self) -> None:
         if self.writes:

@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import _faults, tracing
-from .._clock import now_ms
 from .._codec import dumps, encode_fragment, encode_value
 from ..errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
 from ..models import EventType
@@ -145,7 +144,7 @@ async def _record_failure(
         execution.flush_before_step = True
         return attempt + 1
     timer_id = f"r.{step_id}.{attempt}"
-    due = now_ms() + int(delay * 1000)
+    due = execution.now_ms() + int(delay * 1000)
     execution.record(
         EventType.STEP_FAILED,
         {

@@ -15,7 +15,6 @@ from typing import Any, Final, Literal
 import jsonschema
 
 from .. import _faults
-from .._clock import now_ms
 from .._codec import due_ms, dumps, encode_value
 from ..errors import ChildFailed, HookTimeout, UsageError
 from ..models import EventType
@@ -101,7 +100,7 @@ async def wait_for_hook(
             check_step_waits(execution, scope, hook_id, name)
         if execution.dry_run:
             raise ReplayEnded(f"hook {hook_id!r} is not in the recorded history")
-        expires_at_ms = None if timeout is None else due_ms(timeout, now_ms())
+        expires_at_ms = None if timeout is None else due_ms(timeout, execution.now_ms())
         _create_hook(execution, name, hook_id, step_id, seq, expires_at_ms, schema, prompt, token)
         if on_created is None:
             # Nobody learns the token before the suspension: record the hook in the same
@@ -189,7 +188,7 @@ def sleep(execution: Execution, until: float | datetime) -> None:
     if timer_id in execution.index.fired:
         return
     if timer_id not in execution.index.timers:
-        due = due_ms(until, now_ms())
+        due = due_ms(until, execution.now_ms())
         execution.record(EventType.TIMER_SCHEDULED, {"timer_id": timer_id, "due": due, "seq": seq})
         execution.writes.schedule_timer(timer_id, due)
     raise execution.suspend_on(timer_id)

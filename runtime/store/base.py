@@ -45,6 +45,9 @@ class Claim:
     events: list[Event] = field(default_factory=list)
     checkpoints: dict[str, bytes] = field(default_factory=dict)
     parent: str | None = None  # the run that started this one with child()
+    # The store's clock when the lease was taken (ms): the execution's clock starts there,
+    # so a machine whose clock is off cannot skew a deadline (0: no store clock, a replay).
+    now_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,7 @@ class DueReport:
     lateness_ms: list[int]  # of each deadline fired
     next_due_ms: int | None  # the earliest deadline still pending
     saturated: bool  # more were due than the limit: call again at once
+    now_ms: int  # the store's clock at this pass: what next_due_ms is compared with
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,11 +296,14 @@ class Store(Protocol):
         REFUSED; or ``finish``) in one atomic step, if ``fence`` still holds the lease."""
 
     async def heartbeat(
-        self, leases: Sequence[tuple[str, str]], until_ms: int, consumer: str
+        self, leases: Sequence[tuple[str, str]], lease_ms: int, consumer: str
     ) -> list[bool]:
-        """Extend the leases ``(run_id, fence)``; False for each one that was lost."""
+        """Extend the leases ``(run_id, fence)`` to ``lease_ms`` from now on the store's
+        clock; False for each one that was lost."""
 
-    async def fire_due(self, now_ms: int, limit: int) -> DueReport: ...
+    async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
+        """Fire the deadlines due by the store's clock (``now_ms``: a simulated instant,
+        for tests), at most ``limit`` per partition."""
 
     # inspection --------------------------------------------------------------------
     async def get_run(self, run_id: str) -> RunInfo | None: ...

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import tracing
-from .._clock import now_ms
 from ..engine.execution import Execution
 from ..engine.signals import Abort, Interrupted
 from ..errors import LeaseLost, StoreUnavailable, WorkflowNotFound
@@ -258,7 +257,8 @@ class TaskConsumer:
                     self._admit(deferred)
             self.metrics.executions.labels(execution.outcome).inc()
             if execution.woken_at_ms is not None:
-                self.metrics.resume_latency.observe((now_ms() - execution.woken_at_ms) / 1000)
+                waited_ms = execution.now_ms() - execution.woken_at_ms
+                self.metrics.resume_latency.observe(waited_ms / 1000)
             log.debug("execution ended: %s", execution.outcome, extra=ctx)
         except Abort as abort:
             if isinstance(abort.error, LeaseLost):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-from .._clock import now_ms
 from ..errors import StoreUnavailable
 from ..metrics import Metrics
 from ..store import Store
@@ -19,11 +18,13 @@ class DeadlineLoop:
         self.store = store
         self.metrics = metrics
         self.tick = tick
+        self.store_now_ms = 0  # the store's clock at the last pass
 
     async def fire_due(self, limit: int = 500) -> int | None:
         """Fire every due deadline; returns the earliest deadline still pending (ms)."""
         while True:
-            report = await self.store.fire_due(now_ms(), limit)
+            report = await self.store.fire_due(limit)
+            self.store_now_ms = report.now_ms
             for late_ms in report.lateness_ms:
                 self.metrics.deadline_lateness.observe(late_ms / 1000)
             if not report.saturated:
@@ -40,5 +41,7 @@ class DeadlineLoop:
             backoff.reset()
             delay = self.tick
             if next_due is not None:
-                delay = min(delay, max(0.0, (next_due - now_ms()) / 1000))
+                # both on the store's clock: a machine whose clock is off neither
+                # spins nor oversleeps
+                delay = min(delay, max(0.0, (next_due - self.store_now_ms) / 1000))
             await asyncio.sleep(delay)

@@ -7,7 +7,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from .._clock import now_ms
 from ..errors import StoreUnavailable
 from ..metrics import Metrics
 from ..store import Store, Task
@@ -85,7 +84,7 @@ class LeaseKeeper:
             try:
                 alive = await self.store.heartbeat(
                     [(ex.run_id, ex.fence) for ex in executions],
-                    now_ms() + self.lease_ms,
+                    self.lease_ms,
                     self.consumer.name,
                 )
             except StoreUnavailable as exc:

@@ -15,7 +15,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from .._clock import now_ms
 from ..engine.execution import Execution, current_execution, current_step
 from ..errors import UsageError
 from ..ids import check_name
@@ -75,7 +74,8 @@ def _recorded(kind: str, make: Any) -> Any:
 
 def now() -> datetime:
     """The current time (UTC), recorded: a replay of the workflow sees the same instant."""
-    return datetime.fromtimestamp(_recorded("now", now_ms) / 1000, UTC)
+    execution = _execution("now()")
+    return datetime.fromtimestamp(_recorded("now", execution.now_ms) / 1000, UTC)
 
 
 def random() -> float:

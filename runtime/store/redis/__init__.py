@@ -17,7 +17,6 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from ..._clock import now_ms
 from ...errors import StoreUnavailable
 from ...ids import new_run_id
 from ...models import RunStatus
@@ -183,7 +182,7 @@ class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore)
     ) -> bool:
         keys = self._run(run_id)
         copied = orjson.dumps([[kind, data.decode()] for kind, data in events])
-        args: list[Any] = [run_id, workflow, session or "", now_ms(), old_run_id, copied]
+        args: list[Any] = [run_id, workflow, session or "", old_run_id, copied]
         if tags:
             args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS))
         created = await self.scripts.restart(keys=[*keys.all, self._run(old_run_id).run], args=args)
@@ -212,7 +211,7 @@ class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore)
         tags: Mapping[str, str] | None = None,
     ) -> bool:
         keys = self._run(run_id)
-        args: list[Any] = [run_id, workflow, session or "", now_ms(), input]
+        args: list[Any] = [run_id, workflow, session or "", input]
         if tags:  # only a tagged run pays for the index (lua/tags.lua)
             args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS))
         created = await self.scripts.start(keys=keys.all, args=args)
@@ -256,7 +255,7 @@ class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore)
         keys = self._run(run_id)
         reply = await self.scripts.cancel(
             keys=keys.all,
-            args=[run_id, now_ms(), retention_seconds, keys.prefix, event, message],
+            args=[run_id, retention_seconds, keys.prefix, event, message],
         )
         outcome = CancelOutcome(reply[0].decode())
         status = reply[1].decode() if outcome is CancelOutcome.FINISHED else None

@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from ..._clock import now_ms
 from ...settings import TASKS_GROUP
 from ..base import Applied, ApplyOutcome, Claim, ClaimStatus, DueReport, Finish, Task
 from ..writes import HookSpec, Op, Writes
@@ -117,7 +116,6 @@ class ExecutionStore:
             keys=keys.all,
             args=[
                 consumer,
-                now_ms(),
                 lease_ms,
                 task.message_id,
                 version,
@@ -132,7 +130,7 @@ class ExecutionStore:
             return Claim(ClaimStatus.BUSY)
         if reply[0] == b"parked":
             return Claim(ClaimStatus.PARKED)
-        fence, workflow, session, entries, checkpoints, parent = reply[1:7]
+        fence, workflow, session, entries, checkpoints, parent, now = reply[1:8]
         return Claim(
             ClaimStatus.OK,
             fence=fence.decode(),
@@ -141,6 +139,7 @@ class ExecutionStore:
             events=_decode.events(entries),
             checkpoints=_decode.flat_hash(checkpoints),
             parent=parent.decode() or None,
+            now_ms=int(now),
         )
 
     async def apply(
@@ -158,7 +157,6 @@ class ExecutionStore:
         keys = self._run(run_id)
         request: dict[str, Any] = {
             "fence": fence,
-            "now": str(now_ms()),
             "max_events": max_events,
             "run_id": run_id,
             "prefix": keys.prefix,
@@ -185,32 +183,34 @@ class ExecutionStore:
         )
 
     async def heartbeat(
-        self, leases: Sequence[tuple[str, str]], until_ms: int, consumer: str
+        self, leases: Sequence[tuple[str, str]], lease_ms: int, consumer: str
     ) -> list[bool]:
         replies = await asyncio.gather(
             *(
-                self.scripts.heartbeat(keys=self._run(run_id).all, args=[fence, until_ms, consumer])
+                self.scripts.heartbeat(keys=self._run(run_id).all, args=[fence, lease_ms, consumer])
                 for run_id, fence in leases
             )
         )
         return [bool(alive) for alive in replies]
 
-    async def fire_due(self, now_ms: int, limit: int) -> DueReport:
+    async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
         # One call per partition, concurrently: the batcher sends them in one pipelined
         # round trip on a single Redis (one call per slot on a cluster).
         replies = await asyncio.gather(
             *(
                 self.scripts.fire_due(
-                    keys=_keys.partition_keys(p), args=[now_ms, limit, _keys.partition_prefix(p)]
+                    keys=_keys.partition_keys(p),
+                    args=["" if now_ms is None else now_ms, limit, _keys.partition_prefix(p)],
                 )
                 for p in range(self.partitions)
             )
         )
-        dues = [int(float(nxt)) for _, nxt, _ in replies if nxt]
+        dues = [int(float(nxt)) for _, nxt, _, _ in replies if nxt]
         return DueReport(
-            lateness_ms=[int(late) for _, _, lateness in replies for late in lateness],
+            lateness_ms=[int(late) for _, _, lateness, _ in replies for late in lateness],
             next_due_ms=min(dues) if dues else None,
-            saturated=any(int(popped) >= limit for popped, _, _ in replies),
+            saturated=any(int(popped) >= limit for popped, _, _, _ in replies),
+            now_ms=max(int(now) for _, _, _, now in replies),
         )
 
 
