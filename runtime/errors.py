@@ -232,6 +232,15 @@ class StoreUnavailable(ParleyError):
     code = "store_unavailable"
 
 
+class StoreReset(StoreUnavailable):
+    """The store came back without its state (Redis restarted empty, a failover to an empty
+    replica, the consumer group evicted). What a worker needs was re-created (the task
+    groups); the caller should restore what it keeps there (its workflow announcements)
+    and go on."""
+
+    code = "store_reset"
+
+
 class ReplicationUnconfirmed(StoreUnavailable):
     """A store URL with ``?wait=N``: the master applied the write but fewer than N replicas
     confirmed it within the wait timeout, so it was not acknowledged. Its fate is unknown:

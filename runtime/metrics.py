@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -100,6 +100,18 @@ class Metrics:
         self.parked = Counter(
             "parley_runs_parked_here",
             "Runs this process parked because it does not serve their version",
+            registry=self.registry,
+        )
+        self.last_read = Gauge(
+            "parley_worker_last_read_timestamp_seconds",
+            "When this worker last read its task queues (a read returns at least every few "
+            "seconds, tasks or not): a worker that stopped consuming falls behind",
+            registry=self.registry,
+        )
+        self.loop_restarts = Counter(
+            "parley_worker_loop_restarts",
+            "Background loops of this worker restarted after they crashed or ended",
+            ["loop"],
             registry=self.registry,
         )
         self.lease_losses = Counter(

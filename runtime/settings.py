@@ -62,6 +62,10 @@ DEFAULT_CONCURRENCY = 64  # executions at once per worker
 TASK_BLOCK_SECONDS = 1.0  # one blocking read of the task streams
 TIMER_TICK_SECONDS = 0.05  # the longest a due deadline waits to be fired
 HAND_BACK_DELAY_SECONDS = 1.0  # before a worker gives back a task it cannot run
+# how often a worker announces its workflows again (they are lost if Redis comes back empty)
+ANNOUNCE_SECONDS = 10.0
+# the longest a crashed background loop of a worker waits before it is restarted
+LOOP_RESTART_MAX_SECONDS = 5.0
 
 # Redis connections
 MAX_BLOCK_SECONDS = 2.0  # the longest BLOCK of any XREAD/XREADGROUP Parley sends

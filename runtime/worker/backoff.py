@@ -21,7 +21,10 @@ class Backoff:
         self.delay = min(max(self.delay * 2, 0.05), 2.0)
         await asyncio.sleep(self.delay)
 
-    def reset(self) -> None:
-        if self.delay:
+    def reset(self) -> bool:
+        """The store answered; True when that ends an outage."""
+        recovered = self.delay != 0.0
+        if recovered:
             log.warning("%s: store reachable again", self.what)
         self.delay = 0.0
+        return recovered

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import tracing
@@ -50,6 +51,7 @@ class TaskConsumer:
         hand_back_delay: float,
         version: str,
         serves: frozenset[str],
+        on_recovered: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics
@@ -61,6 +63,8 @@ class TaskConsumer:
         self.retention_seconds = retention_seconds
         self.executes = executes
         self.hand_back_delay = hand_back_delay
+        # After an outage or a reset of the store: restore what this worker keeps there.
+        self.on_recovered = on_recovered
         self.version = version  # recorded by the runs this worker executes first
         self.serves = sorted(serves)  # the versions of the runs it executes
         self.handed_back = 0  # tasks given back because this worker does not run them
@@ -115,7 +119,12 @@ class TaskConsumer:
             except StoreUnavailable as exc:
                 await backoff.wait(exc)
                 continue
-            backoff.reset()
+            self.metrics.last_read.set(time.time())
+            if backoff.reset() and self.on_recovered is not None:
+                try:
+                    await self.on_recovered()
+                except StoreUnavailable as exc:
+                    log.error("could not restore this worker's state in the store: %s", exc)
             self.dispatch(tasks)
 
     async def read_once(self, partitions: tuple[int, ...]) -> None:

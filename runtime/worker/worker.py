@@ -3,12 +3,15 @@ tasks of dead workers and heartbeats its long executions.
 
 A worker holds an asyncio task only for a run it is *executing*; a suspended run costs
 store bytes and nothing here. Background loops: task readers, deadlines, reclaim,
-heartbeat — a fixed few, whatever the number of runs.
+heartbeat, announcements — a fixed few, whatever the number of runs, each supervised
+(restarted if it crashes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import os
 import secrets
 import socket
@@ -16,10 +19,11 @@ from collections.abc import Iterable
 from types import ModuleType
 
 from ..client import Runtime
-from ..errors import WorkflowNotFound
+from ..errors import StoreUnavailable, WorkflowNotFound
 from ..metrics import Metrics
 from ..registry import get_workflow, import_apps, registered_workflows
 from ..settings import (
+    ANNOUNCE_SECONDS,
     DEFAULT_CONCURRENCY,
     HAND_BACK_DELAY_SECONDS,
     MAX_BLOCK_SECONDS,
@@ -29,6 +33,7 @@ from ..settings import (
 from .consumer import TaskConsumer
 from .deadlines import DeadlineLoop
 from .leases import LeaseKeeper
+from .supervisor import Loop, supervise
 
 
 class Worker:
@@ -85,6 +90,7 @@ class Worker:
             hand_back_delay=hand_back_delay,
             version=version,
             serves=self.serve_versions,
+            on_recovered=self._restore,
         )
         self.deadlines = DeadlineLoop(store, self.metrics, tick=timer_tick)
         self.leases = LeaseKeeper(
@@ -122,6 +128,25 @@ class Worker:
     def stop(self) -> None:
         self._stopping.set()
 
+    async def _restore(self) -> None:
+        """What this worker keeps in the store, written again (after an outage: Redis may
+        have come back empty): its workflows, so that a server that does not import them
+        accepts their starts, and the runs parked for the versions it serves."""
+        await self.runtime.announce_workflows(registered_workflows())
+        await self.leases.unpark()
+
+    async def _announce_loop(self, stopping: asyncio.Event) -> None:
+        # Also on a schedule: the announcement can be lost without this worker seeing an
+        # outage (a failover between two reads, a FLUSHALL, eviction).
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), timeout=ANNOUNCE_SECONDS)
+            if stopping.is_set():
+                return
+            # unreachable: the task loop restores it when the store is back
+            with contextlib.suppress(StoreUnavailable):
+                await self.runtime.announce_workflows(registered_workflows())
+
     async def fire_due(self, limit: int = 500) -> int | None:
         """Fire every due deadline now; returns the earliest one still pending (ms)."""
         return await self.deadlines.fire_due(limit)
@@ -140,14 +165,22 @@ class Worker:
             await self._drain()
             return
         stopping = self._stopping
-        loops = [
-            asyncio.create_task(self.tasks.read_loop(partitions, stopping), name="parley-tasks")
+        named: list[tuple[str, Loop]] = [
+            ("task loop", functools.partial(self.tasks.read_loop, partitions))
             for partitions in self.runtime.store.task_sources()
         ]
-        loops += [
-            asyncio.create_task(self.deadlines.run(stopping), name="parley-deadlines"),
-            asyncio.create_task(self.leases.reclaim_loop(stopping), name="parley-reclaim"),
-            asyncio.create_task(self.leases.heartbeat_loop(stopping), name="parley-heartbeat"),
+        named += [
+            ("deadline loop", self.deadlines.run),
+            ("reclaim loop", self.leases.reclaim_loop),
+            ("heartbeat loop", self.leases.heartbeat_loop),
+            ("announce loop", self._announce_loop),
+        ]
+        loops = [
+            asyncio.create_task(
+                supervise(name, loop, stopping, self.metrics),
+                name="parley-" + name.replace(" ", "-"),
+            )
+            for name, loop in named
         ]
         self.ready.set()
         try:

@@ -4,17 +4,22 @@ lease of an execution (claim, heartbeat), its fenced writes (apply) and the dead
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
+from ...errors import StoreReset
 from ...settings import TASKS_GROUP
 from ..base import Applied, ApplyOutcome, Claim, ClaimStatus, DueReport, Finish, Task
 from ..writes import HookSpec, Op, Writes
 from . import _decode, _keys, _records
 from ._calls import store_call
+
+log = logging.getLogger("parley.store")
 
 
 class ExecutionStore:
@@ -31,6 +36,19 @@ class ExecutionStore:
     def scripts(self) -> Any:  # pragma: no cover - RedisStore provides it
         raise NotImplementedError
 
+    async def _ensure_groups(self) -> None:  # pragma: no cover - RedisStore provides it
+        raise NotImplementedError
+
+    async def _repair_groups(self, exc: ResponseError) -> StoreReset:
+        """A task stream without its consumer group: Redis lost its state. Re-create the
+        groups (tasks added since are delivered: group id 0) and tell the caller."""
+        # Redis says NOGROUP; the embedded store (fakeredis) that the stream is missing
+        if "NOGROUP" not in str(exc) and "requires the key to exist" not in str(exc):
+            raise exc
+        log.warning("the task groups are gone (Redis restarted empty?): recreated")
+        await self._ensure_groups()
+        return StoreReset(f"the store lost its state and the task groups were recreated: {exc}")
+
     def _run(self, run_id: str) -> _keys.RunKeys:
         return _keys.run_keys(run_id, self.partitions)
 
@@ -44,9 +62,12 @@ class ExecutionStore:
         self, consumer: str, partitions: tuple[int, ...], count: int, block_ms: int | None
     ) -> list[Task]:
         streams: dict[Any, Any] = {_keys.key("tasks", p): ">" for p in partitions}
-        reply = await self.client.xreadgroup(
-            TASKS_GROUP, consumer, streams, count=count, block=block_ms
-        )
+        try:
+            reply = await self.client.xreadgroup(
+                TASKS_GROUP, consumer, streams, count=count, block=block_ms
+            )
+        except ResponseError as exc:
+            raise await self._repair_groups(exc) from exc
         return self._tasks(reply)
 
     def _tasks(self, reply: Any) -> list[Task]:
@@ -73,9 +94,12 @@ class ExecutionStore:
             stream = _keys.key("tasks", partition)
             start: Any = "0-0"
             while True:
-                start, messages, *_ = await self.client.xautoclaim(
-                    stream, TASKS_GROUP, consumer, idle_ms, start, count=100
-                )
+                try:
+                    start, messages, *_ = await self.client.xautoclaim(
+                        stream, TASKS_GROUP, consumer, idle_ms, start, count=100
+                    )
+                except ResponseError as exc:
+                    raise await self._repair_groups(exc) from exc
                 tasks += self._tasks([(stream, messages)])
                 if _decode.text(start) == "0-0":
                     break

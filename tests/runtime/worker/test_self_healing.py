@@ -1,0 +1,125 @@
+"""Workers heal: a consumer group lost with Redis' data is re-created and the workflows are
+announced again; a background loop that crashes is restarted (runtime/worker/supervisor.py).
+The empty-Redis restart with real processes is tests/deploy/test_empty_redis.py."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import pytest
+
+from runtime import RunStatus, Runtime, Worker, step, workflow
+from runtime.metrics import Metrics
+from runtime.worker.supervisor import supervise
+from tests.helpers import running
+from tests.raw_redis import raw
+
+
+@step
+async def heal_step(value: str) -> str:
+    return value
+
+
+@workflow(name="heal_wf")
+async def heal_wf(value: str) -> str:
+    return await heal_step(value)
+
+
+async def _completed(rt: Runtime, run_id: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while (await rt.get_run(run_id)).status is not RunStatus.COMPLETED:
+        assert time.monotonic() < deadline, f"run {run_id} did not complete"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_lost_consumer_group_is_recreated_and_the_workflows_announced_again(
+    rt: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = raw(rt)
+    worker = Worker(rt, block_seconds=0.05, timer_tick=0.01)
+    async with running(worker):
+        await _completed(rt, await rt.start(heal_wf, "before"))
+        # What Redis coming back empty does to a worker's state: the task streams with their
+        # consumer group, and the workflow announcements, are gone.
+        await store.client.delete(
+            *(store.keys.key("tasks", p) for p in range(store.partitions)),
+            store.keys.WORKFLOWS_KEY,
+        )
+        run_id = await rt.start(heal_wf, "after")
+        await _completed(rt, run_id)
+        assert "recreated" in caplog.text
+        deadline = time.monotonic() + 5
+        while not await store.workflow_announced("heal_wf"):
+            assert time.monotonic() < deadline, "the workflows were not announced again"
+            await asyncio.sleep(0.02)
+
+
+async def test_a_worker_whose_deadline_loop_crashed_still_fires_deadlines(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = rt.store
+    real_fire_due = store.fire_due
+    crashes = 0
+
+    async def fire_due_that_fails_once(*args: Any, **kwargs: Any) -> Any:
+        nonlocal crashes
+        if crashes == 0:
+            crashes += 1
+            raise RuntimeError("an unexpected bug in one pass")
+        return await real_fire_due(*args, **kwargs)
+
+    monkeypatch.setattr(store, "fire_due", fire_due_that_fails_once)
+    worker = Worker(rt, timer_tick=0.01)
+    async with running(worker):
+        run_id = await rt.start(sleepy_wf)
+        await _completed(rt, run_id)
+    assert crashes == 1
+    assert "deadline loop crashed; restarting it" in caplog.text
+    sample = worker.metrics.registry.get_sample_value(
+        "parley_worker_loop_restarts_total", {"loop": "deadline loop"}
+    )
+    assert sample == 1
+
+
+@workflow(name="heal_sleepy_wf")
+async def sleepy_wf() -> str:
+    from runtime import sleep
+
+    await sleep(0.05)
+    return "woke"
+
+
+async def test_supervise_restarts_a_loop_that_raises_or_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stopping = asyncio.Event()
+    metrics = Metrics()
+    calls = 0
+
+    async def loop(stop: asyncio.Event) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ValueError("boom")
+        if calls == 2:
+            return  # ended although the worker still runs
+        await stop.wait()
+
+    with caplog.at_level(logging.INFO, logger="parley.worker"):
+        task = asyncio.create_task(supervise("test loop", loop, stopping, metrics))
+        deadline = time.monotonic() + 5
+        while calls < 3:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        stopping.set()
+        await asyncio.wait_for(task, 5)
+    assert calls == 3
+    assert "test loop crashed; restarting it" in caplog.text
+    assert "test loop ended while the worker runs; restarting it" in caplog.text
+    restarts = metrics.registry.get_sample_value(
+        "parley_worker_loop_restarts_total", {"loop": "test loop"}
+    )
+    assert restarts == 2
