@@ -103,15 +103,24 @@ async def handle_parley_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(parley_error_body(exc), status_of(exc))
 
 
+# What a client may do about a change the store may or may not have applied.
+_UNKNOWN_OUTCOME = (
+    "whether this request was applied is unknown (the store may have done it before the "
+    "connection failed): send it again once the store is back — answers are idempotent, "
+    "and a start sent again with the same Idempotency-Key header or run_id starts one run"
+)
+
+
 async def handle_store_unavailable(request: Request, exc: Exception) -> JSONResponse:
     # The store is down or restarting: say so (503, retry later) instead of a bare 500;
-    # the store reconnects by itself once it is back.
+    # the store reconnects by itself once it is back. A write whose connection failed may
+    # have been applied all the same: the reply says "unknown", never "not done".
     log.error("store unavailable while serving %s %s: %s", request.method, request.url.path, exc)
-    return JSONResponse(
-        error_body("store_unavailable", f"{exc}; retry later"),
-        503,
-        headers={"Retry-After": "1"},
-    )
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        body = error_body("store_unavailable", f"{exc}; retry later")
+    else:
+        body = error_body("store_unavailable", f"{exc}; {_UNKNOWN_OUTCOME}", outcome="unknown")
+    return JSONResponse(body, 503, headers={"Retry-After": "1"})
 
 
 EXCEPTION_HANDLERS = {

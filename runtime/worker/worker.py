@@ -30,6 +30,7 @@ from ..settings import (
     TASK_BLOCK_SECONDS,
     TIMER_TICK_SECONDS,
 )
+from .backoff import Backoff
 from .consumer import TaskConsumer
 from .deadlines import DeadlineLoop
 from .leases import LeaseKeeper
@@ -135,6 +136,21 @@ class Worker:
         await self.runtime.announce_workflows(registered_workflows())
         await self.leases.unpark()
 
+    async def _start_when_reachable(self) -> bool:
+        """Connect and announce, riding out a store that is down or restarting when the
+        worker starts (as a process, or inside a server); False if stopped meanwhile."""
+        backoff = Backoff("worker start")
+        while not self._stopping.is_set():
+            try:
+                await self.runtime.connect()
+                await self._restore()
+            except StoreUnavailable as exc:
+                await backoff.wait(exc)
+                continue
+            backoff.reset()
+            return True
+        return False
+
     async def _announce_loop(self, stopping: asyncio.Event) -> None:
         # Also on a schedule: the announcement can be lost without this worker seeing an
         # outage (a failover between two reads, a FLUSHALL, eviction).
@@ -158,9 +174,11 @@ class Worker:
     async def run(self, *, drain: bool = False) -> None:
         """Work until :meth:`stop`; with ``drain=True``, return as soon as no task is ready
         and no execution is in flight (deterministic tests)."""
-        await self.runtime.connect()
-        await self.runtime.announce_workflows(registered_workflows())
-        await self.leases.unpark()
+        if drain:
+            await self.runtime.connect()
+            await self._restore()
+        elif not await self._start_when_reachable():
+            return  # stopped before the store could be reached
         if drain:
             await self._drain()
             return
