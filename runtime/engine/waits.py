@@ -17,12 +17,12 @@ import jsonschema
 from .. import _faults
 from .._clock import now_ms
 from .._codec import due_ms, dumps, encode_value
-from ..errors import ChildFailed, HookTimeout, UsageError
+from ..errors import ChildFailed, HookTimeout, StoreUnavailable, UsageError
 from ..models import EventType
 from ..store import HookSpec
 from .execution import READ_SUFFIX, Execution
 from .replay import ReplayIndex
-from .signals import ReplayEnded, StepScope, Suspend
+from .signals import Abort, ReplayEnded, StepScope, Suspend
 from .steps import check_step_waits
 
 OnCreated = Callable[[str], Awaitable[None] | None]
@@ -237,7 +237,12 @@ async def post(execution: Execution, message: dict[str, Any]) -> str | None:
         limit=execution.limits.max_payload_bytes,
         run_id=execution.run_id,
     )
-    return await execution.store.post(execution.session, data)
+    try:
+        return await execution.store.post(execution.session, data)
+    except StoreUnavailable as exc:
+        # Like every write of an execution in an outage: unwind past user code (an
+        # ``except Exception`` cannot take it for the step's failure) and run again later.
+        raise Abort(exc) from exc
 
 
 async def first_of(execution: Execution, waits: list[Coroutine[Any, Any, Any]]) -> tuple[int, Any]:
