@@ -47,6 +47,19 @@ current_step: ContextVar[StepScope | None] = ContextVar("parley_step", default=N
 _tracking_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
+def outage(exc: BaseException) -> StoreUnavailable | None:
+    """The store outage behind ``exc``, if any: ``exc`` itself, or what it was raised from
+    or during (user code that wrapped a ``StoreUnavailable`` in its own error)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, StoreUnavailable):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
     """Make the tasks a workflow creates (``asyncio.gather`` of steps and waits) known to
     its execution, which waits for them before it suspends or ends: a step still running
@@ -373,6 +386,9 @@ class Execution:
                 await self._block(blocked.error)
                 return
             except Exception as exc:
+                unavailable = outage(exc)
+                if unavailable is not None:  # an emit() in the body: not the run's failure
+                    raise Abort(unavailable) from exc
                 await self._finish_failed(exc)
                 return
             finally:

@@ -12,9 +12,9 @@ from .._codec import dumps, encode_fragment, encode_value
 from ..errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
 from ..models import EventType
 from ..registry import StepOptions
-from .execution import Execution, current_execution, current_step
+from .execution import Execution, current_execution, current_step, outage
 from .failures import describe_error
-from .signals import ReplayEnded, StepScope, Suspend
+from .signals import Abort, ReplayEnded, StepScope, Suspend
 
 # Failures that re-running cannot fix: retrying would only burn attempts.
 _NOT_RETRIED: tuple[type[BaseException], ...] = (HookTimeout, UsageError, EventLimitExceeded)
@@ -82,6 +82,12 @@ async def call_step(
         except Suspend:
             raise
         except Exception as exc:
+            unavailable = outage(exc)
+            if unavailable is not None:
+                # The store was unreachable (a Runtime call of the step, or an error the
+                # step raised from one): not the step's failure. The execution is
+                # abandoned like any write's in an outage, and runs again after it.
+                raise Abort(unavailable) from exc
             attempt = await _record_failure(execution, options, step_id, attempt, exc)
             continue
         finally:

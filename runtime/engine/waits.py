@@ -6,25 +6,20 @@ replayed from the index, what is recorded, and when the run suspends. The public
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, Final, Literal
 
-import jsonschema
-
 from .. import _faults
 from .._codec import due_ms, dumps, encode_value
-from ..errors import ChildFailed, HookTimeout, UsageError
+from ..errors import ChildFailed, HookTimeout, StoreUnavailable
 from ..models import EventType
-from ..store import HookSpec
 from .execution import READ_SUFFIX, Execution
+from .hooks import OnCreated, ask, ask_again, create_hook
 from .replay import ReplayIndex
-from .signals import ReplayEnded, StepScope, Suspend
+from .signals import Abort, ReplayEnded, StepScope, Suspend
 from .steps import check_step_waits
-
-OnCreated = Callable[[str], Awaitable[None] | None]
 
 # Inside first(): where each wait notes its id (which event ended it decides the winner).
 _wait_box: ContextVar[list[str] | None] = ContextVar("parley_wait_box", default=None)
@@ -80,18 +75,8 @@ async def wait_for_hook(
     seq: int | None = None
     if scope is None:
         seq, _recorded = execution.check_call("hook", name)
-    elif hook_id in index.received or hook_id in index.expired:
-        scope.consumed.add(hook_id)
-    if hook_id in index.received:
-        return index.received[hook_id]
-    if hook_id in index.expired:
-        if on_timeout == "return":
-            return STEP_HOOK_TIMEOUT
-        raise HookTimeout(
-            f"hook {name!r} got no answer before its deadline",
-            run_id=execution.run_id,
-            hook_id=hook_id,
-        )
+    if hook_id in index.received or hook_id in index.expired:
+        return _ended(execution, scope, name, hook_id, on_timeout)
     token = execution.token(hook_id)
     if hook_id in index.closed:  # withdrawn by a first(): nothing to ask, nothing to wait for
         raise execution.suspend_on(hook_id, step_id)
@@ -101,82 +86,52 @@ async def wait_for_hook(
         if execution.dry_run:
             raise ReplayEnded(f"hook {hook_id!r} is not in the recorded history")
         expires_at_ms = None if timeout is None else due_ms(timeout, execution.now_ms())
-        _create_hook(execution, name, hook_id, step_id, seq, expires_at_ms, schema, prompt, token)
+        create_hook(execution, name, hook_id, step_id, seq, expires_at_ms, schema, prompt, token)
         if on_created is None:
             # Nobody learns the token before the suspension: record the hook in the same
             # write as the suspension (one round trip fewer).
             raise execution.suspend_on(hook_id, step_id)
+        if expires_at_ms is not None:
+            # Nobody has been asked yet: the hook must not expire before on_created
+            # returned, also if this worker dies first (the re-execution asks).
+            execution.writes.asking(hook_id, expires_at_ms)
         # on_created hands the token out, and its answer may come back at once: the hook
         # must be durable before that.
         await execution.flush()
         _faults.crash_point("after_hook_created")
+    elif (
+        on_created is not None
+        and hook_id not in index.suspended_on
+        and hook_id not in execution.notified
+    ):
+        await ask_again(execution, hook_id, timeout)
+        if hook_id in index.received or hook_id in index.expired:
+            # It ended before it was asked again (its answer came back with that write):
+            # return it, no suspension on it (nothing would wake the run).
+            return _ended(execution, scope, name, hook_id, on_timeout)
     if hook_id not in index.suspended_on and hook_id not in execution.notified:
         # No suspension recorded yet: on_created may not have run (first time, or the
         # previous worker died before suspending) — at-least-once across crashes.
-        if on_created is not None:
-            outcome = on_created(token)
-            if inspect.isawaitable(outcome):
-                await outcome
-        # Only once it returned: if it raised, a retried step calls it again.
-        execution.notified.add(hook_id)
-        _faults.crash_point("after_on_created")
+        await ask(execution, hook_id, token, on_created)
     raise execution.suspend_on(hook_id, step_id)
 
 
-def _create_hook(
-    execution: Execution,
-    name: str,
-    hook_id: str,
-    step_id: str | None,
-    seq: int | None,
-    expires_at_ms: int | None,
-    schema: dict[str, Any] | None,
-    prompt: str | None,
-    token: str,
-) -> None:
-    if schema is not None:
-        try:
-            jsonschema.Draft202012Validator.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise UsageError(
-                f"schema of hook {name!r} is not a valid JSON Schema: {exc.message}",
-                run_id=execution.run_id,
-                hook_id=hook_id,
-            ) from None
-    if prompt is None and schema is not None:
-        prompt = schema.get("description") or schema.get("title")
-    # Absent rather than null: a suspended run's bytes are the cost that matters.
-    meta: dict[str, Any] = {"name": name}
-    for field, value in (
-        ("step_id", step_id),
-        ("expires_at", expires_at_ms),
-        ("prompt", prompt),
-        ("schema", schema),
-    ):
-        if value is not None:
-            meta[field] = value
-    created = {"hook_id": hook_id, **meta}
-    if seq is not None:
-        created["seq"] = seq
-    execution.record(EventType.HOOK_CREATED, created)
-    execution.writes.create_hook(
-        HookSpec(hook_id, token, meta, validated=schema is not None, expires_at_ms=expires_at_ms)
+def _ended(
+    execution: Execution, scope: StepScope | None, name: str, hook_id: str, on_timeout: OnTimeout
+) -> Any:
+    """What ``hook``/``step_hook`` return for a hook whose answer or expiry is in the log."""
+    if scope is not None:
+        scope.consumed.add(hook_id)
+    index = execution.index
+    if hook_id in index.received:
+        return index.received[hook_id]
+    if on_timeout == "return":
+        return STEP_HOOK_TIMEOUT
+    raise HookTimeout(
+        f"hook {name!r} got no answer before its deadline",
+        run_id=execution.run_id,
+        hook_id=hook_id,
     )
-    if execution.session:
-        # A prompt keeps the session's messages from expiring while it is pending.
-        execution.writes.prompt(
-            dumps(
-                {
-                    "type": "prompt",
-                    "run_id": execution.run_id,
-                    "token": token,
-                    "hook": name,
-                    "prompt": prompt,
-                    "schema": schema,
-                    "expires_at": expires_at_ms,
-                }
-            )
-        )
 
 
 def sleep(execution: Execution, until: float | datetime) -> None:
@@ -236,7 +191,12 @@ async def post(execution: Execution, message: dict[str, Any]) -> str | None:
         limit=execution.limits.max_payload_bytes,
         run_id=execution.run_id,
     )
-    return await execution.store.post(execution.session, data)
+    try:
+        return await execution.store.post(execution.session, data)
+    except StoreUnavailable as exc:
+        # Like every write of an execution in an outage: unwind past user code (an
+        # ``except Exception`` cannot take it for the step's failure) and run again later.
+        raise Abort(exc) from exc
 
 
 async def first_of(execution: Execution, waits: list[Coroutine[Any, Any, Any]]) -> tuple[int, Any]:

@@ -62,8 +62,20 @@ class Writes:
 
     def create_hook(self, hook: HookSpec) -> None:
         """Record a pending hook, index it as pending and, with an expiry, schedule its
-        deadline."""
+        deadline. For a hook recorded already: its record and deadline are replaced while
+        it is still pending (asked again with a fresh deadline), else left as they are."""
         self.ops.append(["hook", hook])
+
+    def asking(self, hook_id: str, due_ms: int) -> None:
+        """The pending hook's ``on_created`` is to run: until :meth:`asked`, its deadline
+        (``due_ms``) does not expire it, so nobody loses the chance to be asked when the
+        worker dies before it asked."""
+        self.ops.append(["asking", hook_id, str(due_ms)])
+
+    def asked(self, hook_id: str) -> None:
+        """The hook's ``on_created`` returned: its deadline counts again (a deadline that
+        passed meanwhile expires it at once)."""
+        self.ops.append(["asked", hook_id])
 
     def schedule_timer(self, timer_id: str, due_ms: int) -> None:
         """The run's durable timer (a sleep or a retry backoff): one at a time per run."""

@@ -15,8 +15,9 @@ from typing import Any
 from .._codec import Deadline, Duration, check_deadline, encode_value, parse_duration
 from ..engine import waits
 from ..engine.execution import Execution, current_execution, current_step
+from ..engine.hooks import OnCreated
 from ..engine.signals import StepScope
-from ..engine.waits import STEP_HOOK_TIMEOUT, OnCreated, OnTimeout
+from ..engine.waits import STEP_HOOK_TIMEOUT, OnTimeout
 from ..errors import MessageTimeout, UsageError
 from ..ids import check_name
 from ..registry import get_workflow
@@ -98,7 +99,8 @@ async def step_hook(
 
     Everything before this call runs again on resume: gate it on
     :func:`load_step_checkpoint`. ``on_created(token)`` runs once per hook when no crash
-    intervenes, at least once across crashes.
+    intervenes, at least once across crashes; the hook does not expire before it returned
+    once (asked again after a crash, the hook gets a fresh ``timeout``).
     """
     execution = _execution("step_hook()")
     scope = current_step.get()
@@ -281,6 +283,8 @@ async def emit(message: dict[str, Any]) -> str | None:
     """Send a message (agent text, a status) to the run's chat session, if it has one.
 
     Not recorded in the run's log: on re-execution it is sent again unless the step gates
-    it on its checkpoint. Returns the outbox entry id, or None without a session.
+    it on its checkpoint. Returns the outbox entry id, or None without a session. With the
+    store unreachable the execution is abandoned (not failed) and runs again after the
+    outage, as for every other write of a run.
     """
     return await waits.post(_execution("emit()"), message)

@@ -77,11 +77,34 @@ local function apply(ops)
     elseif kind == 'uncheckpoint' then
       redis.call('HDEL', keys.ckpt, op[2])
     elseif kind == 'hook' then
-      -- {'hook', hook id, record, token, expires ms or absent}
-      redis.call('HSET', keys.hooks, op[2], op[3])
-      redis.call('SADD', keys.pending, op[4])
-      if op[5] then
-        redis.call('ZADD', keys.deadlines, op[5], deadline_member(req.run_id, 'h', op[2]))
+      -- {'hook', hook id, record, token, expires ms or absent}; again for a hook asked
+      -- again with a fresh deadline: only while it is pending (an answer that got in
+      -- meanwhile stays)
+      local current = redis.call('HGET', keys.hooks, op[2])
+      if not current or hook_state(current) == HOOK_PENDING then
+        redis.call('HSET', keys.hooks, op[2], op[3])
+        redis.call('SADD', keys.pending, op[4])
+        if op[5] then
+          redis.call('ZADD', keys.deadlines, op[5], deadline_member(req.run_id, 'h', op[2]))
+        end
+      end
+    elseif kind == 'asking' then
+      -- {'asking', hook id, due ms}: its on_created is to run. Race closed: the deadline
+      -- firing before anyone was asked (the worker died between recording the hook and
+      -- on_created's return): FIRE_DUE leaves a hook marked so pending, for the
+      -- re-execution to ask.
+      redis.call('HSET', keys.run, 'ask:' .. op[2], op[3])
+    elseif kind == 'asked' then
+      -- {'asked', hook id}: on_created returned; a deadline FIRE_DUE left meanwhile is due
+      local due = redis.call('HGET', keys.run, 'ask:' .. op[2])
+      if due then
+        redis.call('HDEL', keys.run, 'ask:' .. op[2])
+        local record = redis.call('HGET', keys.hooks, op[2])
+        local member = deadline_member(req.run_id, 'h', op[2])
+        if record and hook_state(record) == HOOK_PENDING
+            and not redis.call('ZSCORE', keys.deadlines, member) then
+          redis.call('ZADD', keys.deadlines, due, member)
+        end
       end
     elseif kind == 'timer' then
       -- {'timer', timer id, due ms}: the run's one durable timer (sleep, retry backoff)

@@ -24,11 +24,15 @@ for j = 1, #due, 2 do
   local kind = string.sub(member, first + 1, first + 1)
   local id = string.sub(member, first + 3)
   local run_key = key_run(prefix, run_id)
-  local rs = redis.call('HMGET', run_key, 'status', 'session', 'wf')
+  local rs = redis.call('HMGET', run_key, 'status', 'session', 'wf', 'ask:' .. id)
   local status, session = rs[1], rs[2]
   local wake = false
   if status and not FINISHED[status] then
-    if kind == 'h' then
+    if kind == 'h' and rs[4] then
+      -- Race closed: its on_created has not returned (the worker may have died after
+      -- recording the hook): nobody was asked, so it does not expire now. APPLY's 'asked'
+      -- schedules the deadline again once someone was.
+    elseif kind == 'h' then
       local hooks_key = key_hooks(prefix, run_id)
       local record = redis.call('HGET', hooks_key, id)
       if record and hook_state(record) == HOOK_PENDING then
