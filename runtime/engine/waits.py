@@ -236,7 +236,9 @@ async def post(execution: Execution, message: dict[str, Any]) -> str | None:
         limit=execution.limits.max_payload_bytes,
         run_id=execution.run_id,
     )
-    return await execution.store.post(execution.session, data)
+    return await execution.store.post(
+        execution.session, data, retention_seconds=execution.retention_seconds
+    )
 
 
 async def first_of(execution: Execution, waits: list[Coroutine[Any, Any, Any]]) -> tuple[int, Any]:

@@ -74,6 +74,7 @@ class Scripts:
     heartbeat: Script
     start: Script
     wait_state: Script
+    post: Script
 
 
 class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore):
@@ -226,7 +227,7 @@ class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore)
     async def workflow_announced(self, name: str) -> bool:
         return bool(await self.client.sismember(_keys.WORKFLOWS_KEY, name))
 
-    async def resume(self, answer: Answer, *, max_events: int) -> Resumed:
+    async def resume(self, answer: Answer, *, max_events: int, retention_seconds: int) -> Resumed:
         keys = self._run(answer.run_id)
         reply = await self.scripts.resume(
             keys=keys.all,
@@ -240,6 +241,7 @@ class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore)
                 keys.prefix,
                 answer.event,
                 answer.announcement,
+                retention_seconds,
             ],
         )
         outcome = ResumeOutcome(reply[0].decode())
