@@ -37,7 +37,7 @@ from . import _decode, _keys, _records, _scripts
 from ._batch import Batcher, Script
 from ._calls import store_call
 from ._connect import connect, durability_of, is_cluster_url
-from ._durability import ReplicatedBatcher, ReplicatedPosts
+from ._durability import ReplicatedBatcher
 from ._executions import ExecutionStore
 from ._inspect import InspectionStore
 from ._sessions import SessionStore
@@ -77,7 +77,7 @@ class Scripts:
     post: Script
 
 
-class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore):
+class RedisStore(ExecutionStore, SessionStore, InspectionStore):
     """:class:`runtime.store.Store` on Redis. ``client`` and ``keys`` are public for
     operators and tests that look at the raw data."""
 
