@@ -298,11 +298,16 @@ class Runtime(OperatorCalls):
                 "payload", encoded, type="answered", run_id=run_id, token=token
             ),
         )
-        resumed = await self.store.resume(answer, max_events=self.limits.max_events)
+        kept = self.retention_seconds
+        resumed = await self.store.resume(
+            answer, max_events=self.limits.max_events, retention_seconds=kept
+        )
         if resumed.outcome is ResumeOutcome.NEEDS_VALIDATION:
             _validate(resumed.schema or {}, payload, run_id, hook_id)
             resumed = await self.store.resume(
-                dataclasses.replace(answer, validated=True), max_events=self.limits.max_events
+                dataclasses.replace(answer, validated=True),
+                max_events=self.limits.max_events,
+                retention_seconds=kept,
             )
         outcome = resumed.outcome
         if outcome is ResumeOutcome.RECORDED:
@@ -399,7 +404,9 @@ class Runtime(OperatorCalls):
             limit=self.limits.max_payload_bytes,
             max_depth=self.limits.max_depth,
         )
-        return await self.store.post(check_session_id(session), data)
+        return await self.store.post(
+            check_session_id(session), data, retention_seconds=self.retention_seconds
+        )
 
 
 MAX_ANSWERED_BY_CHARS = 200

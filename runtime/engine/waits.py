@@ -192,7 +192,9 @@ async def post(execution: Execution, message: dict[str, Any]) -> str | None:
         run_id=execution.run_id,
     )
     try:
-        return await execution.store.post(execution.session, data)
+        return await execution.store.post(
+            execution.session, data, retention_seconds=execution.retention_seconds
+        )
     except StoreUnavailable as exc:
         # Like every write of an execution in an outage: unwind past user code (an
         # ``except Exception`` cannot take it for the step's failure) and run again later.

@@ -240,7 +240,9 @@ class Store(Protocol):
 
     async def workflow_announced(self, name: str) -> bool: ...
 
-    async def resume(self, answer: Answer, *, max_events: int) -> Resumed: ...
+    async def resume(self, answer: Answer, *, max_events: int, retention_seconds: int) -> Resumed:
+        """Record the answer; the session's echo of it keeps the session's messages
+        ``retention_seconds`` (see :meth:`post`)."""
 
     async def cancel(
         self, run_id: str, *, event: bytes, message: bytes, retention_seconds: int
@@ -350,7 +352,10 @@ class Store(Protocol):
         self, session: str, after: str, count: int, block_ms: int | None
     ) -> list[OutboxEntry]: ...
 
-    async def post(self, session: str, message: bytes) -> str: ...
+    async def post(self, session: str, message: bytes, *, retention_seconds: int) -> str:
+        """Append a message to the session's outbox, trimmed to ``OUTBOX_MAXLEN`` messages;
+        the outbox expires ``retention_seconds`` after it unless one of the session's
+        prompts is pending."""
 
     def outbox_group(self, session: str) -> str:
         """Sessions of one group can be read together by one :meth:`read_outboxes`."""

@@ -79,6 +79,7 @@ class Stack:
             env={
                 **os.environ,
                 **self.env,
+                "PARLEY_TEST_REDIS": self.redis_url,  # the test apps count side effects there
                 "PARLEY_API_KEY": API_KEY,
                 "PARLEY_CHAT_WORKFLOW": "support_agent",
                 "PARLEY_CHAT_WORKFLOWS": CHAT_WORKFLOWS,

@@ -37,7 +37,7 @@ from . import _decode, _keys, _records, _scripts
 from ._batch import Batcher, Script
 from ._calls import store_call
 from ._connect import connect, durability_of, is_cluster_url
-from ._durability import ReplicatedBatcher, ReplicatedPosts
+from ._durability import ReplicatedBatcher
 from ._executions import ExecutionStore
 from ._inspect import InspectionStore
 from ._sessions import SessionStore
@@ -74,9 +74,10 @@ class Scripts:
     heartbeat: Script
     start: Script
     wait_state: Script
+    post: Script
 
 
-class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore):
+class RedisStore(ExecutionStore, SessionStore, InspectionStore):
     """:class:`runtime.store.Store` on Redis. ``client`` and ``keys`` are public for
     operators and tests that look at the raw data."""
 
@@ -226,7 +227,7 @@ class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore)
     async def workflow_announced(self, name: str) -> bool:
         return bool(await self.client.sismember(_keys.WORKFLOWS_KEY, name))
 
-    async def resume(self, answer: Answer, *, max_events: int) -> Resumed:
+    async def resume(self, answer: Answer, *, max_events: int, retention_seconds: int) -> Resumed:
         keys = self._run(answer.run_id)
         reply = await self.scripts.resume(
             keys=keys.all,
@@ -240,6 +241,7 @@ class RedisStore(ExecutionStore, ReplicatedPosts, SessionStore, InspectionStore)
                 keys.prefix,
                 answer.event,
                 answer.announcement,
+                retention_seconds,
             ],
         )
         outcome = ResumeOutcome(reply[0].decode())

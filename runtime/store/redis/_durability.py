@@ -11,16 +11,15 @@ confirm in time, the writes are not acknowledged: the caller gets
 and the server treat it as an outage, a retry is safe), never a success.
 
 What is confirmed: every script call (start, answers, sends, cancels, a worker's writes —
-its checkpoints, hooks, prompts and ``emit`` messages, its claims and completions) and
-``post_to_session``/``emit`` outbox messages. Not confirmed (they are re-created or
+its checkpoints, hooks and prompts, its claims and completions — and the outbox messages
+of ``post_to_session`` and ``emit``, lua/post.lua). Not confirmed (they are re-created or
 retried, or their loss is visible): task reads and hand-backs, session metadata and
 workflow announcements.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
@@ -28,10 +27,7 @@ from redis.exceptions import NoScriptError
 from ...errors import ReplicationUnconfirmed
 from . import _scripts
 from ._batch import Batcher, Script, _Call
-from ._calls import store_call
 from ._connect import Durability
-
-T = TypeVar("T")
 
 # Scripts that write nothing need no confirmation (nor a replica to be read).
 READ_ONLY_SCRIPTS = ("wait_state",)
@@ -74,50 +70,3 @@ class ReplicatedBatcher(Batcher):
         # Raised, every call of the batch fails with it (Batcher._send): none is acknowledged.
         check(self.durability, confirmed)
         return replies
-
-
-class _Pinned:
-    """A store whose ``client`` is one connection: a write and its WAIT share it."""
-
-    def __init__(self, store: object, client: aioredis.Redis) -> None:
-        self._store = store
-        self.client = client
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-
-class ReplicatedPosts:
-    """``post`` (``post_to_session``, ``emit``) confirmed by the replicas under ``?wait=N``;
-    placed before :class:`SessionStore` among the store's bases, it wraps its ``post``."""
-
-    durability: Durability | None
-
-    @property
-    def client(self) -> aioredis.Redis:  # pragma: no cover - RedisStore provides it
-        raise NotImplementedError
-
-    async def post(self, session: str, message: bytes) -> str:
-        post = _post_of(self)
-        if self.durability is None:
-            return await post(self, session, message)
-        return await self._confirmed(lambda store: post(store, session, message))
-
-    @store_call
-    async def _confirmed(self, write: Callable[[Any], Awaitable[T]]) -> T:
-        assert self.durability is not None
-        # One connection for the write and the WAIT after it (see the module's doc).
-        async with self.client.client() as pinned:
-            result = await write(_Pinned(self, pinned))
-            confirmed = await pinned.wait(self.durability.replicas, self.durability.timeout_ms)
-            check(self.durability, confirmed)
-        return result
-
-
-def _post_of(store: object) -> Callable[..., Awaitable[str]]:
-    """The ``post`` that :class:`ReplicatedPosts` wraps (the next one in ``store``'s MRO)."""
-    mro = type(store).__mro__
-    after = mro[mro.index(ReplicatedPosts) + 1 :]
-    owner = next(cls for cls in after if "post" in cls.__dict__)
-    method: Callable[..., Awaitable[str]] = owner.__dict__["post"]
-    return method

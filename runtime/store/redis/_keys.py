@@ -31,8 +31,8 @@ TEMPLATES = {
     "deadlines": "deadlines",  # sorted set: due ms -> deadline member
     "pending": "pending",  # set: tokens of the pending hooks (list_hooks)
     "stats": "stats",  # hash: store-wide counters of the partition
-    # hash session id -> number of its prompts still pending; a session's outbox gets its
-    # retention TTL only when none is pending, whichever run ends
+    # hash session id -> number of its prompts still pending; while one is, no write sets
+    # an expiry on the session's outbox (lua/lib.lua's post)
     "waiting": "waiting",
     "outbox": "session:{session}:outbox",  # stream: one chat session's messages
     # set: runs parked because no worker that saw them serves their version

@@ -34,6 +34,7 @@ NAMES = (
     "unpark",
     "restart",
     "send",
+    "post",
 )
 
 

@@ -26,6 +26,10 @@ class SessionStore:
     def client(self) -> aioredis.Redis:  # pragma: no cover - RedisStore provides it
         raise NotImplementedError
 
+    @property
+    def scripts(self) -> Any:  # pragma: no cover - RedisStore provides it
+        raise NotImplementedError
+
     def session_key(self, name: str, session: str) -> str:
         """A session's key: ``outbox``, ``session_meta`` or ``session_lock``."""
         return _keys.key(name, _keys.partition_of(session, self.partitions), session=session)
@@ -78,8 +82,12 @@ class SessionStore:
         ]
 
     @store_call
-    async def post(self, session: str, message: bytes) -> str:
-        entry_id: Any = await self.client.xadd(self.session_key("outbox", session), {"m": message})
+    async def post(self, session: str, message: bytes, *, retention_seconds: int) -> str:
+        partition = _keys.partition_of(session, self.partitions)
+        entry_id: Any = await self.scripts.post(
+            keys=[self.session_key("outbox", session), _keys.key("waiting", partition)],
+            args=[_keys.partition_prefix(partition), session, message, retention_seconds],
+        )
         return _decode.text(entry_id)
 
     def outbox_group(self, session: str) -> str:

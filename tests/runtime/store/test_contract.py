@@ -521,7 +521,9 @@ async def test_a_suspension_is_refused_when_an_event_arrived(store: Store) -> No
     assert (await apply(store, run, hook_writes(run.run_id, "h0.a"))).outcome is ApplyOutcome.OK
     # the answer lands while the execution still runs (e.g. from on_created)
     assert (
-        await store.resume(answer(run.run_id, "h0.a", "yes"), max_events=MAX_EVENTS)
+        await store.resume(
+            answer(run.run_id, "h0.a", "yes"), max_events=MAX_EVENTS, retention_seconds=RETENTION
+        )
     ).outcome is (ResumeOutcome.RECORDED)
     assert await read_all_tasks(store) == []  # a running run is not enqueued again
     writes = Writes()
@@ -648,7 +650,9 @@ async def test_finished_runs_and_sessions_expire_after_their_retention(store: St
 
 async def test_resume_records_the_answer_and_enqueues_a_suspended_run(store: Store) -> None:
     run = await suspended_on_hook(store)
-    resumed = await store.resume(answer(run.run_id, "s-0.approve", "yes"), max_events=100)
+    resumed = await store.resume(
+        answer(run.run_id, "s-0.approve", "yes"), max_events=100, retention_seconds=RETENTION
+    )
     assert resumed.outcome is ResumeOutcome.RECORDED
     events = await store.events(run.run_id)
     assert events is not None
@@ -669,11 +673,15 @@ async def test_resume_records_the_answer_and_enqueues_a_suspended_run(store: Sto
 async def test_resume_same_answer_again_is_a_duplicate(store: Store) -> None:
     run = await suspended_on_hook(store)
     first = answer(run.run_id, "s-0.approve", {"choice": "yes", "n": 1})
-    assert (await store.resume(first, max_events=100)).outcome is ResumeOutcome.RECORDED
+    assert (
+        await store.resume(first, max_events=100, retention_seconds=RETENTION)
+    ).outcome is ResumeOutcome.RECORDED
     before = await store.events(run.run_id)
     # the same payload (same digest) again
     again = answer(run.run_id, "s-0.approve", {"n": 1, "choice": "yes"})
-    assert (await store.resume(again, max_events=100)).outcome is ResumeOutcome.DUPLICATE
+    assert (
+        await store.resume(again, max_events=100, retention_seconds=RETENTION)
+    ).outcome is ResumeOutcome.DUPLICATE
     assert await store.events(run.run_id) == before
     assert len(await read_all_tasks(store)) == 1  # enqueued once
 
@@ -681,10 +689,14 @@ async def test_resume_same_answer_again_is_a_duplicate(store: Store) -> None:
 async def test_resume_a_different_answer_is_a_conflict(store: Store) -> None:
     run = await suspended_on_hook(store)
     assert (
-        await store.resume(answer(run.run_id, "s-0.approve", "yes"), max_events=100)
+        await store.resume(
+            answer(run.run_id, "s-0.approve", "yes"), max_events=100, retention_seconds=RETENTION
+        )
     ).outcome is ResumeOutcome.RECORDED
     before = await store.events(run.run_id)
-    conflict = await store.resume(answer(run.run_id, "s-0.approve", "no"), max_events=100)
+    conflict = await store.resume(
+        answer(run.run_id, "s-0.approve", "no"), max_events=100, retention_seconds=RETENTION
+    )
     assert conflict.outcome is ResumeOutcome.CONFLICT
     assert await store.events(run.run_id) == before
 
@@ -692,7 +704,7 @@ async def test_resume_a_different_answer_is_a_conflict(store: Store) -> None:
 async def test_resume_a_validated_hook_asks_for_validation_first(store: Store) -> None:
     run = await suspended_on_hook(store, schema=SCHEMA)
     unchecked = answer(run.run_id, "s-0.approve", {"choice": "yes"})
-    asked = await store.resume(unchecked, max_events=100)
+    asked = await store.resume(unchecked, max_events=100, retention_seconds=RETENTION)
     assert asked.outcome is ResumeOutcome.NEEDS_VALIDATION
     assert asked.schema == SCHEMA
     assert await event_types(store, run.run_id) == [
@@ -702,22 +714,28 @@ async def test_resume_a_validated_hook_asks_for_validation_first(store: Store) -
     ]
     assert await status_of(store, run.run_id) is RunStatus.SUSPENDED
     checked = answer(run.run_id, "s-0.approve", {"choice": "yes"}, validated=True)
-    assert (await store.resume(checked, max_events=100)).outcome is ResumeOutcome.RECORDED
+    assert (
+        await store.resume(checked, max_events=100, retention_seconds=RETENTION)
+    ).outcome is ResumeOutcome.RECORDED
 
 
 async def test_resume_an_unvalidated_hook_needs_no_validation(store: Store) -> None:
     run = await suspended_on_hook(store)
-    resumed = await store.resume(answer(run.run_id, "s-0.approve", 1), max_events=100)
+    resumed = await store.resume(
+        answer(run.run_id, "s-0.approve", 1), max_events=100, retention_seconds=RETENTION
+    )
     assert resumed.outcome is ResumeOutcome.RECORDED and resumed.schema is None
 
 
 async def test_resume_without_run_or_hook(store: Store) -> None:
     ghost = store.new_run_id(None)
-    assert (await store.resume(answer(ghost, "h0.a", 1), max_events=100)).outcome is (
-        ResumeOutcome.NO_RUN
-    )
+    assert (
+        await store.resume(answer(ghost, "h0.a", 1), max_events=100, retention_seconds=RETENTION)
+    ).outcome is (ResumeOutcome.NO_RUN)
     run = await suspended_on_hook(store)
-    missing = await store.resume(answer(run.run_id, "h9.nope", 1), max_events=100)
+    missing = await store.resume(
+        answer(run.run_id, "h9.nope", 1), max_events=100, retention_seconds=RETENTION
+    )
     assert missing.outcome is ResumeOutcome.NO_HOOK
     assert await status_of(store, run.run_id) is RunStatus.SUSPENDED
 
@@ -726,7 +744,9 @@ async def test_resume_an_expired_hook(store: Store) -> None:
     run = await suspended_on_hook(store, expires_at_ms=5000)
     assert (await store.fire_due(now_ms=5000, limit=10)).lateness_ms == [0]
     before = await store.events(run.run_id)
-    expired = await store.resume(answer(run.run_id, "s-0.approve", "late"), max_events=100)
+    expired = await store.resume(
+        answer(run.run_id, "s-0.approve", "late"), max_events=100, retention_seconds=RETENTION
+    )
     assert expired.outcome is ResumeOutcome.EXPIRED
     assert await store.events(run.run_id) == before
 
@@ -735,7 +755,9 @@ async def test_resume_a_hook_of_a_cancelled_run(store: Store) -> None:
     run = await suspended_on_hook(store)
     assert (await cancel(store, run.run_id)).outcome is CancelOutcome.CANCELLED
     before = await store.events(run.run_id)
-    resumed = await store.resume(answer(run.run_id, "s-0.approve", "yes"), max_events=100)
+    resumed = await store.resume(
+        answer(run.run_id, "s-0.approve", "yes"), max_events=100, retention_seconds=RETENTION
+    )
     assert resumed.outcome is ResumeOutcome.CANCELLED
     assert await store.events(run.run_id) == before
 
@@ -745,7 +767,9 @@ async def test_resume_a_hook_of_a_finished_run(store: Store) -> None:
     assert (await apply(store, run, hook_writes(run.run_id, "h0.a"))).outcome is ApplyOutcome.OK
     finish = Finish(RunStatus.FAILED, data(type="E", message="step failed after the token"))
     assert (await apply(store, run, Writes(), finish=finish)).outcome is ApplyOutcome.OK
-    resumed = await store.resume(answer(run.run_id, "h0.a", "yes"), max_events=100)
+    resumed = await store.resume(
+        answer(run.run_id, "h0.a", "yes"), max_events=100, retention_seconds=RETENTION
+    )
     assert (resumed.outcome, resumed.run_status) == (ResumeOutcome.FINISHED, "failed")
 
 
@@ -753,16 +777,24 @@ async def test_resume_after_the_run_finished_is_still_a_duplicate(store: Store) 
     run = await running(store)
     assert (await apply(store, run, hook_writes(run.run_id, "h0.a"))).outcome is ApplyOutcome.OK
     yes = answer(run.run_id, "h0.a", "yes")
-    assert (await store.resume(yes, max_events=100)).outcome is ResumeOutcome.RECORDED
+    assert (
+        await store.resume(yes, max_events=100, retention_seconds=RETENTION)
+    ).outcome is ResumeOutcome.RECORDED
     await apply(store, run, Writes(), finish=Finish(RunStatus.COMPLETED, b'"yes"'))
-    assert (await store.resume(yes, max_events=100)).outcome is ResumeOutcome.DUPLICATE
+    assert (
+        await store.resume(yes, max_events=100, retention_seconds=RETENTION)
+    ).outcome is ResumeOutcome.DUPLICATE
     no = answer(run.run_id, "h0.a", "no")
-    assert (await store.resume(no, max_events=100)).outcome is ResumeOutcome.CONFLICT
+    assert (
+        await store.resume(no, max_events=100, retention_seconds=RETENTION)
+    ).outcome is ResumeOutcome.CONFLICT
 
 
 async def test_resume_at_the_event_limit(store: Store) -> None:
     run = await suspended_on_hook(store)  # 3 events
-    limited = await store.resume(answer(run.run_id, "s-0.approve", 1), max_events=3)
+    limited = await store.resume(
+        answer(run.run_id, "s-0.approve", 1), max_events=3, retention_seconds=RETENTION
+    )
     assert limited.outcome is ResumeOutcome.LIMIT
     assert len(await event_types(store, run.run_id)) == 3
     assert await status_of(store, run.run_id) is RunStatus.SUSPENDED
@@ -771,7 +803,9 @@ async def test_resume_at_the_event_limit(store: Store) -> None:
 async def test_resume_posts_the_announcement_to_the_session(store: Store) -> None:
     session = "session-announce-0001"
     run = await suspended_on_hook(store, session=session)
-    resumed = await store.resume(answer(run.run_id, "s-0.approve", "ok"), max_events=100)
+    resumed = await store.resume(
+        answer(run.run_id, "s-0.approve", "ok"), max_events=100, retention_seconds=RETENTION
+    )
     assert resumed.outcome is ResumeOutcome.RECORDED
     entries = await store.read_outbox(session, "0-0", 10, None)
     assert [e.message for e in entries] == [
@@ -874,7 +908,9 @@ async def test_fire_due_expires_a_pending_hook_once(store: Store) -> None:
 async def test_fire_due_after_an_answer_does_nothing(store: Store) -> None:
     run = await suspended_on_hook(store, expires_at_ms=10_000)
     assert (
-        await store.resume(answer(run.run_id, "s-0.approve", 1), max_events=100)
+        await store.resume(
+            answer(run.run_id, "s-0.approve", 1), max_events=100, retention_seconds=RETENTION
+        )
     ).outcome is ResumeOutcome.RECORDED
     report = await store.fire_due(now_ms=20_000, limit=10)
     assert report.lateness_ms == [] and report.next_due_ms is None
@@ -931,7 +967,9 @@ async def test_fire_due_reports_the_earliest_deadline_and_saturation(store: Stor
 async def parked(store: Store) -> Running:
     """A run first claimed by a v1 worker, then handed to a worker serving v2 only."""
     run = await suspended_on_hook(store)
-    resumed = await store.resume(answer(run.run_id, "s-0.approve", 1), max_events=100)
+    resumed = await store.resume(
+        answer(run.run_id, "s-0.approve", 1), max_events=100, retention_seconds=RETENTION
+    )
     assert resumed.outcome is ResumeOutcome.RECORDED
     task = await task_of(store, run.run_id)
     result = await claim(store, task, "c2", version="v2", serves=("v2",))
@@ -1193,7 +1231,7 @@ async def test_the_session_lock_expires(store: Store) -> None:
 async def test_post_and_read_outbox(store: Store) -> None:
     session = "session-outbox-000001"
     assert await store.read_outbox(session, "0-0", 10, None) == []
-    ids = [await store.post(session, data(n=i)) for i in range(5)]
+    ids = [await store.post(session, data(n=i), retention_seconds=RETENTION) for i in range(5)]
     assert len(set(ids)) == 5
     entries = await store.read_outbox(session, "0-0", 10, None)
     assert [(e.id, e.message) for e in entries] == [(ids[i], {"n": i}) for i in range(5)]
@@ -1207,13 +1245,13 @@ async def test_post_and_read_outbox(store: Store) -> None:
 
 async def test_a_blocking_outbox_read_waits_for_a_post(store: Store) -> None:
     session = "session-outbox-block1"
-    last = await store.post(session, data(n=0))
+    last = await store.post(session, data(n=0), retention_seconds=RETENTION)
     began = time.monotonic()
     assert await store.read_outbox(session, last, 10, 100) == []
     assert time.monotonic() - began >= 0.05
     reader = asyncio.ensure_future(store.read_outbox(session, last, 10, 5_000))
     await asyncio.sleep(0.05)
-    new_id = await store.post(session, data(n=1))
+    new_id = await store.post(session, data(n=1), retention_seconds=RETENTION)
     entries = await asyncio.wait_for(reader, 3)
     assert [(e.id, e.message) for e in entries] == [(new_id, {"n": 1})]
 
@@ -1221,9 +1259,9 @@ async def test_a_blocking_outbox_read_waits_for_a_post(store: Store) -> None:
 async def test_read_outboxes_reads_a_group_after_each_cursor(store: Store) -> None:
     one, two = await same_group_sessions(store, 2)
     group = store.outbox_group(one)
-    a0 = await store.post(one, data(s=1, n=0))
-    a1 = await store.post(one, data(s=1, n=1))
-    b0 = await store.post(two, data(s=2, n=0))
+    a0 = await store.post(one, data(s=1, n=0), retention_seconds=RETENTION)
+    a1 = await store.post(one, data(s=1, n=1), retention_seconds=RETENTION)
+    b0 = await store.post(two, data(s=2, n=0), retention_seconds=RETENTION)
     read = await store.read_outboxes(group, {one: "0-0", two: "0-0"}, "proc-1", "0-0", 10, 100)
     assert read.wake_cursor is None
     assert {s: [e.id for e in entries] for s, entries in read.entries.items()} == {
@@ -1238,8 +1276,8 @@ async def test_read_outboxes_reads_a_group_after_each_cursor(store: Store) -> No
 async def test_read_outboxes_blocks_until_a_post(store: Store) -> None:
     one, two = await same_group_sessions(store, 2)
     group = store.outbox_group(one)
-    a0 = await store.post(one, data(n=0))
-    b0 = await store.post(two, data(n=0))
+    a0 = await store.post(one, data(n=0), retention_seconds=RETENTION)
+    b0 = await store.post(two, data(n=0), retention_seconds=RETENTION)
     began = time.monotonic()
     quiet = await store.read_outboxes(group, {one: a0, two: b0}, "proc-1", "0-0", 10, 100)
     assert quiet.entries == {} and quiet.wake_cursor is None
@@ -1248,7 +1286,7 @@ async def test_read_outboxes_blocks_until_a_post(store: Store) -> None:
         store.read_outboxes(group, {one: a0, two: b0}, "proc-1", "0-0", 10, 5_000)
     )
     await asyncio.sleep(0.05)
-    b1 = await store.post(two, data(n=1))
+    b1 = await store.post(two, data(n=1), retention_seconds=RETENTION)
     read = await asyncio.wait_for(reader, 3)
     assert {s: [e.id for e in entries] for s, entries in read.entries.items()} == {two: [b1]}
 
@@ -1256,7 +1294,7 @@ async def test_read_outboxes_blocks_until_a_post(store: Store) -> None:
 async def test_wake_reader_ends_a_blocking_read_early(store: Store) -> None:
     [session] = await same_group_sessions(store, 1)
     group = store.outbox_group(session)
-    last = await store.post(session, data(n=0))
+    last = await store.post(session, data(n=0), retention_seconds=RETENTION)
     began = time.monotonic()
     reader = asyncio.ensure_future(
         store.read_outboxes(group, {session: last}, "proc-1", "0-0", 10, 5_000)

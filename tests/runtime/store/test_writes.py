@@ -160,7 +160,7 @@ async def test_every_op_lands_where_the_apply_script_puts_it(rt: Runtime) -> Non
     run_id, claim = await _claimed(rt, session)
     keys = store.run_keys(run_id)
     outbox = store.session_key("outbox", session)
-    await store.post(session, b'{"type":"status"}')
+    await store.post(session, b'{"type":"status"}', retention_seconds=3600)
     await client.expire(outbox, 500)  # a prompt makes the outbox persistent
     due = 1_900_000_000_000
     writes, metas = _every_op(run_id, due)
@@ -235,12 +235,13 @@ async def test_a_fired_timer_is_no_longer_the_runs_timer(rt: Runtime) -> None:
     assert await store.client.zcard(keys.deadlines) == 0
 
 
-async def test_a_post_alone_leaves_the_outbox_expiry(rt: Runtime) -> None:
+async def test_a_post_alone_refreshes_the_outbox_expiry(rt: Runtime) -> None:
+    """The outbox expires the retention after its latest message (no prompt pending)."""
     store = raw(rt)
     session = rt.new_session_id()
     run_id, claim = await _claimed(rt, session)
     outbox = store.session_key("outbox", session)
-    await store.post(session, b"{}")
+    await store.post(session, b"{}", retention_seconds=3600)
     await store.client.expire(outbox, 500)
     writes = Writes()
     writes.post(b'{"n":1}')
@@ -255,7 +256,7 @@ async def test_a_post_alone_leaves_the_outbox_expiry(rt: Runtime) -> None:
     assert applied.outcome is ApplyOutcome.OK
     assert applied.last_id is None  # no event appended
     assert [f[b"m"] for _, f in await _stream(store, outbox)] == [b"{}", b'{"n":1}']
-    assert 0 < await store.client.ttl(outbox) <= 500
+    assert 500 < await store.client.ttl(outbox) <= RETENTION
     assert (
         await store.client.hget(
             store.keys.key("waiting", store.run_keys(run_id).partition), session

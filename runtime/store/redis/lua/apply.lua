@@ -121,7 +121,8 @@ local function apply(ops)
         redis.call('ZREM', keys.deadlines, deadline_member(req.run_id, 'h', op[2]))
         if outbox then
           unwait(key_waiting(req.prefix), session, 1)
-          post(outbox, cjson.encode({type = 'closed', run_id = req.run_id, token = op[3]}))
+          post(req.prefix, session,
+            cjson.encode({type = 'closed', run_id = req.run_id, token = op[3]}), req.retention)
         end
       end
     elseif kind == 'cancel_timer' then
@@ -147,10 +148,10 @@ local function apply(ops)
     elseif kind == 'unreceive' then
       redis.call('HDEL', keys.run, 'recv:' .. op[2])
     elseif kind == 'post' then
-      if outbox then post(outbox, op[2]) end
+      if outbox then post(req.prefix, session, op[2], req.retention) end
     elseif kind == 'prompt' then
       if outbox then
-        post(outbox, op[2])
+        post(req.prefix, session, op[2], false)
         -- a pending prompt must stay visible however long the visitor takes
         redis.call('HINCRBY', key_waiting(req.prefix), session, 1)
         redis.call('PERSIST', outbox)

@@ -25,7 +25,7 @@ local function cancel_run(id, run_keys_of)
   redis.call('HDEL', run_keys_of.run, 'owner', 'lease', 'msg')
   if msg then ack_task(run_keys_of.tasks, msg) end
   append_event(run_keys_of.run, run_keys_of.events, EVENT.workflow_cancelled, event)
-  if session and session ~= '' then post(key_outbox(prefix, session), message) end
+  if session and session ~= '' then post(prefix, session, message, ttl) end
   child_ended(prefix, run_keys_of.run,
     cjson.encode({child_run_id = id, status = STATUS.cancelled}))
   end_run(prefix, id, run_keys_of, session, ttl, rs[5], now)

@@ -42,8 +42,9 @@ for j = 1, #due, 2 do
           cjson.encode({hook_id = id}))
         if session and session ~= '' then
           unwait(key_waiting(prefix), session, 1)
-          post(key_outbox(prefix, session),
-            cjson.encode({type = 'expired', run_id = run_id, token = run_id .. ':' .. id}))
+          -- trimmed only: the run it wakes sets the expiry when it writes or ends
+          post(prefix, session,
+            cjson.encode({type = 'expired', run_id = run_id, token = run_id .. ':' .. id}), false)
         end
         wake = true
       end

@@ -31,8 +31,16 @@ local function append_event(run_key, events_key, event_type, data)
   return id
 end
 
-local function post(outbox, message)
-  redis.call('XADD', outbox, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', 'm', message)
+-- Every write to a session's outbox trims it and, given the retention `ttl` (false: keep
+-- the key's expiry as it is), makes it expire `ttl` seconds after this message, unless
+-- one of the session's prompts is pending (`waiting`): then the outbox does not expire.
+local function post(prefix, session, message, ttl)
+  local outbox = key_outbox(prefix, session)
+  local id = redis.call('XADD', outbox, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', 'm', message)
+  if ttl and tonumber(redis.call('HGET', key_waiting(prefix), session) or '0') <= 0 then
+    redis.call('EXPIRE', outbox, ttl)
+  end
+  return id
 end
 
 local function ack_task(tasks_key, msg)

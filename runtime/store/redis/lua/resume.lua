@@ -7,12 +7,13 @@
 --  - duplicate answers: the first one flips the hook to received and keeps the answer's
 --    digest; a later one with the same digest is a duplicate, any other a conflict.
 -- ARGV: run id, hook id, token, payload digest, validated ('1' | '0'), max events,
---       prefix, hook.received event data, announcement message for the session.
+--       prefix, hook.received event data, announcement message for the session, retention
+--       seconds (the session outbox's expiry).
 -- Returns {outcome} | {'finished', status} | {'needs_validation', hook record}.
 local keys = run_keys()
 local run_id, hook_id, token, digest = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local validated, max_events, prefix = ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7]
-local event, announcement = ARGV[8], ARGV[9]
+local event, announcement, ttl = ARGV[8], ARGV[9], tonumber(ARGV[10])
 
 local record = redis.call('HGET', keys.hooks, hook_id)
 if not record then
@@ -46,7 +47,7 @@ local session = rs[3]
 if session and session ~= '' then
   unwait(key_waiting(prefix), session, 1)
   -- every page of the session learns the prompt was answered, in the same atomic step
-  post(key_outbox(prefix, session), announcement)
+  post(prefix, session, announcement, ttl)
 end
 if status == STATUS.suspended then
   redis.call('HSET', keys.run, 'status', STATUS.pending)
