@@ -28,7 +28,7 @@ from runtime.ids import make_token, parse_token
 json_values = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.integers(min_value=-(2**53), max_value=2**53)  # exact in JSON; beyond is refused
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=50),
     lambda children: (
