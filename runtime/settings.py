@@ -31,6 +31,7 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_DEMO_CHUNK_DELAY`` | 0.03 | seconds between the scripted models' chunks |
 | ``PARLEY_TRACING`` | (off) | ``1``: OpenTelemetry spans, global provider (``runtime.tracing``) |
 | ``PARLEY_TRACING_FILE`` | (none) | spans of a ``parley`` process as JSON lines in this file |
+| ``PARLEY_EVENT_LOOP`` | auto | ``auto``: uvloop when installed; ``asyncio``: asyncio's own loop |
 | ``PARLEY_CRASH_AT`` | (none) | fault injection for tests (``runtime._faults``) |
 
 Rates are ``limits`` strings (``30/minute``, ``5/second;100/hour``), counted in the store's
@@ -124,6 +125,7 @@ class Settings:
     message_rate: str = DEFAULT_MESSAGE_RATE
     trusted_proxies: tuple[str, ...] = ()
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
+    event_loop: str = "auto"  # PARLEY_EVENT_LOOP: auto (uvloop when installed) | asyncio
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -147,6 +149,7 @@ class Settings:
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
             tracing=env.get("PARLEY_TRACING", "").lower() in ("1", "true", "yes", "on"),
             tracing_file=env.get("PARLEY_TRACING_FILE") or None,
+            event_loop=_choice(env, "PARLEY_EVENT_LOOP", ("auto", "asyncio"), "auto"),
             session_rate=env.get("PARLEY_SESSION_RATE") or DEFAULT_SESSION_RATE,
             message_rate=env.get("PARLEY_MESSAGE_RATE") or DEFAULT_MESSAGE_RATE,
             trusted_proxies=_list(env, "PARLEY_TRUSTED_PROXIES"),
@@ -214,6 +217,13 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if not 0 < seconds < float("inf"):
         raise ValueError(f"{name} must be a positive number of seconds, got {raw!r}")
     return seconds
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = (env.get(name) or default).strip().lower()
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

@@ -9,7 +9,7 @@ import logging
 import signal
 from typing import Any
 
-from .. import tracing
+from .. import _loop, tracing
 from ..client import Runtime
 from ..ids import check_name
 from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
@@ -57,7 +57,7 @@ def add_command(sub: Any, add_common: Any) -> None:
 def _worker_command(args: argparse.Namespace) -> int:
     if embedded_store_refused(args, "worker"):
         return 2
-    asyncio.run(_run_worker(args))
+    _loop.run(_run_worker(args))
     return 0
 
 
@@ -78,12 +78,13 @@ async def _run_worker(args: argparse.Namespace) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.stop)
     logging.getLogger("parley.worker").info(
-        "worker %s (version %r, serving %s) started on %s (%d partitions)",
+        "worker %s (version %r, serving %s) started on %s (%d partitions, %s loop)",
         worker.consumer,
         worker.version,
         sorted(worker.serve_versions),
         runtime.url,
         runtime.partitions,
+        _loop.describe(loop),
     )
 
     async def announce_ready() -> None:
