@@ -303,6 +303,10 @@ class Store(Protocol):
         """Extend the leases ``(run_id, fence)`` to ``lease_ms`` from now on the store's
         clock; False for each one that was lost."""
 
+    async def now_ms(self) -> int:
+        """The store's clock (ms): the one clock of leases, deadlines and timestamps for
+        every process of a deployment."""
+
     async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
         """Fire the deadlines due by the store's clock (``now_ms``: a simulated instant,
         for tests), at most ``limit`` per partition."""

@@ -41,6 +41,7 @@ from ._durability import ReplicatedBatcher
 from ._executions import ExecutionStore
 from ._inspect import InspectionStore
 from ._sessions import SessionStore
+from ._time import RedisTime
 
 __all__ = ["SCRIPT_NAMES", "RedisStore", "keys", "script_source"]
 
@@ -93,6 +94,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
         self.durability = durability_of(url)
         self._client: aioredis.Redis | None = None
         self._scripts: Scripts | None = None
+        self._time = RedisTime(self._read_time)
 
     def __repr__(self) -> str:
         return f"<RedisStore {self.url} partitions={self.partitions}>"
@@ -143,6 +145,16 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
     async def ping(self) -> None:
         await self.client.ping()
 
+    @store_call
+    async def now_ms(self) -> int:
+        return await self._time.now_ms()
+
+    async def _read_time(self) -> tuple[int, int]:
+        reply: Any = await self.client.time()
+        if isinstance(reply, dict):  # a cluster answers per node; NTP keeps them together
+            reply = next(iter(reply.values()))
+        return int(reply[0]), int(reply[1])
+
     def run_keys(self, run_id: str) -> _keys.RunKeys:
         """The Redis keys of run ``run_id``."""
         return _keys.run_keys(run_id, self.partitions)
@@ -183,7 +195,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
     ) -> bool:
         keys = self._run(run_id)
         copied = orjson.dumps([[kind, data.decode()] for kind, data in events])
-        args: list[Any] = [run_id, workflow, session or "", old_run_id, copied]
+        args: list[Any] = [run_id, workflow, session or "", await self.now_ms(), old_run_id, copied]
         if tags:
             args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS))
         created = await self.scripts.restart(keys=[*keys.all, self._run(old_run_id).run], args=args)
@@ -212,7 +224,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
         tags: Mapping[str, str] | None = None,
     ) -> bool:
         keys = self._run(run_id)
-        args: list[Any] = [run_id, workflow, session or "", input]
+        args: list[Any] = [run_id, workflow, session or "", await self.now_ms(), input]
         if tags:  # only a tagged run pays for the index (lua/tags.lua)
             args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS))
         created = await self.scripts.start(keys=keys.all, args=args)
@@ -257,7 +269,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
         keys = self._run(run_id)
         reply = await self.scripts.cancel(
             keys=keys.all,
-            args=[run_id, retention_seconds, keys.prefix, event, message],
+            args=[run_id, await self.now_ms(), retention_seconds, keys.prefix, event, message],
         )
         outcome = CancelOutcome(reply[0].decode())
         status = reply[1].decode() if outcome is CancelOutcome.FINISHED else None

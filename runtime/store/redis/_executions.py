@@ -49,6 +49,9 @@ class ExecutionStore:
         await self._ensure_groups()
         return StoreReset(f"the store lost its state and the task groups were recreated: {exc}")
 
+    async def now_ms(self) -> int:  # pragma: no cover - RedisStore provides it
+        raise NotImplementedError
+
     def _run(self, run_id: str) -> _keys.RunKeys:
         return _keys.run_keys(run_id, self.partitions)
 
@@ -136,10 +139,12 @@ class ExecutionStore:
         self, task: Task, consumer: str, lease_ms: int, version: str, serves: Sequence[str]
     ) -> Claim:
         keys = self._run(task.run_id)
+        now = await self.now_ms()
         reply = await self.scripts.claim(
             keys=keys.all,
             args=[
                 consumer,
+                now,
                 lease_ms,
                 task.message_id,
                 version,
@@ -154,7 +159,7 @@ class ExecutionStore:
             return Claim(ClaimStatus.BUSY)
         if reply[0] == b"parked":
             return Claim(ClaimStatus.PARKED)
-        fence, workflow, session, entries, checkpoints, parent, now = reply[1:8]
+        fence, workflow, session, entries, checkpoints, parent = reply[1:7]
         return Claim(
             ClaimStatus.OK,
             fence=fence.decode(),
@@ -163,7 +168,7 @@ class ExecutionStore:
             events=_decode.events(entries),
             checkpoints=_decode.flat_hash(checkpoints),
             parent=parent.decode() or None,
-            now_ms=int(now),
+            now_ms=now,
         )
 
     async def apply(
@@ -181,6 +186,7 @@ class ExecutionStore:
         keys = self._run(run_id)
         request: dict[str, Any] = {
             "fence": fence,
+            "now": await self.now_ms(),
             "max_events": max_events,
             "run_id": run_id,
             "prefix": keys.prefix,
@@ -209,32 +215,34 @@ class ExecutionStore:
     async def heartbeat(
         self, leases: Sequence[tuple[str, str]], lease_ms: int, consumer: str
     ) -> list[bool]:
+        until_ms = await self.now_ms() + lease_ms
         replies = await asyncio.gather(
             *(
-                self.scripts.heartbeat(keys=self._run(run_id).all, args=[fence, lease_ms, consumer])
+                self.scripts.heartbeat(keys=self._run(run_id).all, args=[fence, until_ms, consumer])
                 for run_id, fence in leases
             )
         )
         return [bool(alive) for alive in replies]
 
     async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
+        now = await self.now_ms() if now_ms is None else now_ms
         # One call per partition, concurrently: the batcher sends them in one pipelined
         # round trip on a single Redis (one call per slot on a cluster).
         replies = await asyncio.gather(
             *(
                 self.scripts.fire_due(
                     keys=_keys.partition_keys(p),
-                    args=["" if now_ms is None else now_ms, limit, _keys.partition_prefix(p)],
+                    args=[now, limit, _keys.partition_prefix(p)],
                 )
                 for p in range(self.partitions)
             )
         )
-        dues = [int(float(nxt)) for _, nxt, _, _ in replies if nxt]
+        dues = [int(float(nxt)) for _, nxt, _ in replies if nxt]
         return DueReport(
-            lateness_ms=[int(late) for _, _, lateness, _ in replies for late in lateness],
+            lateness_ms=[int(late) for _, _, lateness in replies for late in lateness],
             next_due_ms=min(dues) if dues else None,
-            saturated=any(int(popped) >= limit for popped, _, _, _ in replies),
-            now_ms=max(int(now) for _, _, _, now in replies),
+            saturated=any(int(popped) >= limit for popped, _, _ in replies),
+            now_ms=now,
         )
 
 

@@ -17,7 +17,7 @@
 --    change in this one script;
 --  - a crash between recording the hook and acknowledging the task: both are one script,
 --    so the task is either still pending (replayed) or the suspension is fully recorded.
--- ARGV[1]: the request as JSON: {fence, max_events, run_id, prefix, after, retention,
+-- ARGV[1]: the request as JSON: {fence, now, max_events, run_id, prefix, after, retention,
 --   writes = [op...], suspension = [op...] (optional), finish = {status, value} (optional)}.
 --   Ops are arrays built by runtime/store/redis/__init__.py from runtime/store/writes.py.
 -- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events}.
@@ -25,7 +25,6 @@ local keys = run_keys()
 local req = cjson.decode(ARGV[1])
 
 if redis.call('HGET', keys.run, 'fence') ~= req.fence then return {'lost'} end
-local now = redis_now()
 
 local function count_events(ops)
   local n = 0
@@ -134,7 +133,7 @@ local function apply(ops)
       -- derived from the parent and the call's position), in the parent's partition
       local child_key = key_run(req.prefix, op[2])
       if redis.call('EXISTS', child_key) == 0 then
-        redis.call('HSET', child_key, 'status', STATUS.pending, 'wf', op[3], 'created', now,
+        redis.call('HSET', child_key, 'status', STATUS.pending, 'wf', op[3], 'created', req.now,
           'fence', 0, 'parent', req.run_id)
         if session then redis.call('HSET', child_key, 'session', session) end
         append_event(child_key, key_events(req.prefix, op[2]), EVENT.workflow_started, op[4])
@@ -158,7 +157,7 @@ local function apply(ops)
       end
     elseif kind == 'tags' then
       -- {'tags', the run's tags as a JSON object}: the hash and the tag index (tags.lua)
-      run_tags = retag(req.prefix, keys.run, req.run_id, run_tags, op[2], now)
+      run_tags = retag(req.prefix, keys.run, req.run_id, run_tags, op[2], req.now)
     else
       error('APPLY: unknown op ' .. tostring(kind))
     end
@@ -181,10 +180,10 @@ if suspension or finish then
     redis.call('HSET', keys.run, 'status', STATUS.blocked, 'blocked', finish.value)
     redis.call('HINCRBY', keys.stats, STATUS.blocked, 1)
   else
-    redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', now)
+    redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now)
     redis.call('HINCRBY', keys.stats, finish.status, 1)
     if finish.notify then child_ended(req.prefix, keys.run, finish.notify) end
-    end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention), run_tags, now)
+    end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention), run_tags, req.now)
   end
 end
 return {'ok', last, arrived}

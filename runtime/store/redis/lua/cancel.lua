@@ -3,13 +3,12 @@
 -- write is refused and it stops); cancel vs. an answer or a deadline (hooks close here, so
 -- a later answer is rejected and a later deadline does nothing); a child that ends while
 -- its parent is cancelled (both here: one step).
--- ARGV: run id, retention seconds, prefix, workflow.cancelled event data,
+-- ARGV: run id, now ms, retention seconds, prefix, workflow.cancelled event data,
 --       status message for the session.
 -- Returns {'cancelled'} | {'no_run'} | {'finished', status}.
 local keys = run_keys()
-local run_id, ttl, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local event, message = ARGV[4], ARGV[5]
-local now = redis_now()
+local run_id, now, ttl, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local event, message = ARGV[5], ARGV[6]
 
 local function cancel_run(id, run_keys_of)
   local rs = redis.call('HMGET', run_keys_of.run, 'status', 'msg', 'session', 'ver', 'tags')

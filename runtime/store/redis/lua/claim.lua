@@ -6,16 +6,15 @@
 -- Race closed too: a worker of another version replaying a run its code did not start:
 -- the run's version is recorded at its first claim, and a worker that does not serve it
 -- parks the run (acknowledging the task) in the same step, instead of executing it.
--- Race closed too: a worker whose clock is ahead taking a live lease as expired: the lease
--- is set and compared on Redis' clock.
--- ARGV: consumer, lease ms, task message id, this worker's version, prefix, run id,
+-- Race closed too: a worker whose clock is ahead taking a live lease as expired: `now` is
+-- Redis' clock as the store reads it (runtime/store/redis/_time.py), never the worker's.
+-- ARGV: consumer, now ms, lease ms, task message id, this worker's version, prefix, run id,
 --       then the versions it serves.
 -- Returns {'skipped', status} | {'busy'} | {'parked', version}
---       | {'ok', fence, workflow, session, events, ckpts, parent run id or '', Redis' now}.
+--       | {'ok', fence, workflow, session, events, ckpts, parent run id or ''}.
 local keys = run_keys()
-local consumer, lease_ms, msg = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local own_version, prefix, run_id = ARGV[4], ARGV[5], ARGV[6]
-local now = redis_now()
+local consumer, now, lease_ms, msg = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local own_version, prefix, run_id = ARGV[5], ARGV[6], ARGV[7]
 
 local rs = redis.call('HMGET', keys.run, 'status', 'lease', 'wf', 'session', 'owner', 'ver',
   'parent')
@@ -28,7 +27,7 @@ end
 local version = rs[6]
 if version then
   local served = false
-  for i = 7, #ARGV do
+  for i = 8, #ARGV do
     if ARGV[i] == version then served = true end
   end
   if not served then
@@ -51,5 +50,4 @@ local fence = redis.call('HINCRBY', keys.run, 'fence', 1)
 redis.call('HSET', keys.run, 'status', STATUS.running, 'owner', consumer, 'lease', now + lease_ms,
   'msg', msg)
 return {'ok', tostring(fence), rs[3], rs[4] or '',
-  redis.call('XRANGE', keys.events, '-', '+'), redis.call('HGETALL', keys.ckpt), rs[7] or '',
-  tostring(now)}
+  redis.call('XRANGE', keys.events, '-', '+'), redis.call('HGETALL', keys.ckpt), rs[7] or ''}

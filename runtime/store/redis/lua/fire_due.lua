@@ -4,14 +4,12 @@
 -- of a running run (the event is appended, the running worker's suspension sees it and
 -- continues).
 -- KEYS: deadlines, tasks, pending, stats of the partition.
--- Race closed too: a worker whose clock is ahead expiring hooks early: "due" is decided on
--- Redis' clock.
--- ARGV: now ms ('' for Redis' clock; a value only to simulate an instant), limit,
---       partition prefix.
--- Returns {popped, earliest pending score or '', {lateness ms of each fired deadline}, now}.
+-- Race closed too: a worker whose clock is ahead expiring hooks early: `now` is Redis'
+-- clock as the store reads it (runtime/store/redis/_time.py).
+-- ARGV: now ms, limit, partition prefix.
+-- Returns {popped, earliest pending score or '', {lateness ms of each fired deadline}}.
 local deadlines_key, tasks_key, pending_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local now = ARGV[1] ~= '' and tonumber(ARGV[1]) or redis_now()
-local limit, prefix = tonumber(ARGV[2]), ARGV[3]
+local now, limit, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 
 local due = redis.call('ZRANGEBYSCORE', deadlines_key, '-inf', now, 'LIMIT', 0, limit,
   'WITHSCORES')
@@ -65,4 +63,4 @@ for j = 1, #due, 2 do
   end
 end
 local next_due = redis.call('ZRANGE', deadlines_key, 0, 0, 'WITHSCORES')
-return {#due / 2, next_due[2] or '', lateness, tostring(now)}
+return {#due / 2, next_due[2] or '', lateness}

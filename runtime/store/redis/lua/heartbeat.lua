@@ -2,12 +2,12 @@
 -- reclaim of dead workers' tasks does not hand a live worker's run to another worker.
 -- Race closed: a heartbeat from a worker that already lost the run (the fence moved) must
 -- not extend the new owner's lease.
--- The lease ends `lease ms` from now on Redis' clock (not the worker's: see CLAIM).
--- ARGV: fence, lease ms, consumer. Returns 1 (extended) or 0 (lost).
+-- The lease's end is on Redis' clock as the store reads it (see CLAIM), not the worker's.
+-- ARGV: fence, lease until ms, consumer. Returns 1 (extended) or 0 (lost).
 local keys = run_keys()
-local fence, lease_ms, consumer = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local fence, until_ms, consumer = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('HGET', keys.run, 'fence') ~= fence then return 0 end
-redis.call('HSET', keys.run, 'lease', redis_now() + lease_ms)
+redis.call('HSET', keys.run, 'lease', until_ms)
 local msg = redis.call('HGET', keys.run, 'msg')
 if msg then redis.call('XCLAIM', keys.tasks, GROUP, consumer, 0, msg, 'JUSTID') end
 return 1

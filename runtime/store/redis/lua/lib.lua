@@ -4,15 +4,6 @@
 
 -- A hook record is "<state letter><schema flag><metadata JSON>"; scripts read and flip the
 -- state letter only.
--- Redis' clock, in ms: leases, deadlines and timestamps are compared against this one
--- clock, so a worker whose machine's clock is off can neither expire a hook early nor
--- steal a live lease. (Redis 7 replicates a script's effects, not the script, so a script
--- may read the time.)
-local function redis_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 local function hook_state(record)
   return string.sub(record, 1, 1)
 end

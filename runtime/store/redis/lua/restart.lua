@@ -5,22 +5,21 @@
 -- worker picks up, or one nobody can find from the old run): one step. Both runs are in
 -- one partition (the new id is chosen so), so this is one slot on a cluster too.
 -- KEYS: the new run's keys (run_keys order), then the old run's hash.
--- ARGV: new run id, workflow, session ('' for none), old run id, the copied events
+-- ARGV: new run id, workflow, session ('' for none), now ms, old run id, the copied events
 --       as JSON [[type, data], ...].
 --       and only when the old run was tagged, its tags as a JSON object (the new run
 --       gets them, indexed in this same step).
 -- Returns 1 (created) or 0 (a run of that id exists; nothing changed).
 local keys = run_keys()
-local run_id, workflow, session = ARGV[1], ARGV[2], ARGV[3]
+local run_id, workflow, session, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local old_key = KEYS[9]
-local old_id = ARGV[4]
-local events = cjson.decode(ARGV[5])
-local now = redis_now()
+local old_id = ARGV[5]
+local events = cjson.decode(ARGV[6])
 if redis.call('EXISTS', keys.run) == 1 then return 0 end
 redis.call('HSET', keys.run, 'status', STATUS.pending, 'wf', workflow, 'created', now,
   'fence', 0, 'restarted_from', old_id)
 if session ~= '' then redis.call('HSET', keys.run, 'session', session) end
-if ARGV[6] then index_tags(run_prefix(keys.run, run_id), keys.run, run_id, now, ARGV[6]) end
+if ARGV[7] then index_tags(run_prefix(keys.run, run_id), keys.run, run_id, now, ARGV[7]) end
 for _, event in ipairs(events) do
   append_event(keys.run, keys.events, event[1], event[2])
 end

@@ -3,16 +3,15 @@
 -- worker ever picks up.
 -- (With tags, the run enters the tag index in the same step: a run listed by a tag before
 -- it exists, or created without its tags listed, cannot be seen.)
--- ARGV: run id, workflow, session ('' for none), workflow.started event data,
+-- ARGV: run id, workflow, session ('' for none), now ms, workflow.started event data,
 --       and only for a tagged run its tags as a JSON object.
 -- Returns 1 (created) or 0 (a run of that id exists; nothing changed).
 local keys = run_keys()
-local run_id, workflow, session, event = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local run_id, workflow, session, now, event = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 if redis.call('EXISTS', keys.run) == 1 then return 0 end
-local now = redis_now()
 redis.call('HSET', keys.run, 'status', STATUS.pending, 'wf', workflow, 'created', now, 'fence', 0)
 if session ~= '' then redis.call('HSET', keys.run, 'session', session) end
-if ARGV[5] then index_tags(run_prefix(keys.run, run_id), keys.run, run_id, now, ARGV[5]) end
+if ARGV[6] then index_tags(run_prefix(keys.run, run_id), keys.run, run_id, now, ARGV[6]) end
 append_event(keys.run, keys.events, EVENT.workflow_started, event)
 enqueue(keys.tasks, run_id, workflow)
 redis.call('HINCRBY', keys.stats, 'started', 1)

@@ -1,0 +1,57 @@
+"""Redis' clock, as every process of a deployment reads it: leases, deadlines and the
+run's timestamps are compared on this one clock, whatever the clocks of the machines the
+workers and servers run on say.
+
+Redis' ``TIME`` is read once and then every :data:`RESYNC_SECONDS`, and carried forward
+in between with this process's monotonic clock, which a wall-clock step (NTP, a
+suspended VM) does not move. Reading ``TIME`` inside every script would cost each call
+more Redis CPU than the script's own work on the hot path (measured: a claim 35 → 50 µs),
+and a monotonic clock drifts from Redis' by parts per million over a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+RESYNC_SECONDS = 5.0
+
+
+class RedisTime:
+    """``now_ms()``: Redis' clock now, in ms. ``read_time`` returns Redis' ``TIME``."""
+
+    def __init__(self, read_time: Callable[[], Awaitable[tuple[int, int]]]) -> None:
+        self._read_time = read_time
+        self._base_ms = 0
+        self._base_mono = 0.0
+        self._synced_mono: float | None = None
+        self._syncing: asyncio.Future[None] | None = None
+
+    async def now_ms(self) -> int:
+        synced = self._synced_mono
+        if synced is None or time.monotonic() - synced > RESYNC_SECONDS:
+            await self._sync()
+        return self._base_ms + int((time.monotonic() - self._base_mono) * 1000)
+
+    async def _sync(self) -> None:
+        # One TIME for all the callers that found the reading stale at once.
+        if self._syncing is not None:
+            await asyncio.shield(self._syncing)
+            return
+        self._syncing = asyncio.get_running_loop().create_future()
+        try:
+            before = time.monotonic()
+            seconds, micros = await self._read_time()
+            after = time.monotonic()
+            # Redis read its clock somewhere in the round trip: take the middle.
+            self._base_ms = seconds * 1000 + micros // 1000
+            self._base_mono = (before + after) / 2
+            self._synced_mono = after
+            self._syncing.set_result(None)
+        except BaseException as exc:
+            self._syncing.set_exception(exc)
+            self._syncing.exception()  # retrieved: the waiting callers re-raise it
+            raise
+        finally:
+            self._syncing = None
