@@ -21,13 +21,14 @@ from .conftest import AUTH, make_client
 
 
 class ReplyDroppingProxy:
-    """Forwards TCP to ``target``; while :attr:`drop` is set, a reply from Redis closes the
-    connection instead of reaching the client (the command has run)."""
+    """Forwards TCP to ``target``. While :attr:`drop_marker` is set, a connection that sends
+    a command containing it has its next reply dropped and is closed: the command has run,
+    its caller never hears. Other connections are left alone."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.port = free_port()
-        self.drop = threading.Event()
+        self.drop_marker: bytes | None = None
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -39,18 +40,37 @@ class ReplyDroppingProxy:
             except OSError:
                 return
             upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+            doomed = threading.Event()  # this connection sent the marker
+            threading.Thread(
+                target=self._requests, args=(client, upstream, doomed), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._replies, args=(upstream, client, doomed), daemon=True
+            ).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
-        try:
-            while data := source.recv(65536):
-                if replies and self.drop.is_set():
+    def _requests(
+        self, client: socket.socket, upstream: socket.socket, doomed: threading.Event
+    ) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                if self.drop_marker is not None and self.drop_marker in data:
+                    doomed.set()
+                upstream.sendall(data)
+        self._close(client, upstream)
+
+    def _replies(
+        self, upstream: socket.socket, client: socket.socket, doomed: threading.Event
+    ) -> None:
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(65536):
+                if doomed.is_set():
                     break
-                sink.sendall(data)
-        except OSError:
-            pass
-        for sock in (source, sink):
+                client.sendall(data)
+        self._close(client, upstream)
+
+    @staticmethod
+    def _close(*socks: socket.socket) -> None:
+        for sock in socks:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
@@ -75,10 +95,12 @@ def test_a_start_whose_reply_was_lost_is_unknown_and_its_retry_finds_the_run(
     headers = {**AUTH, "Idempotency-Key": "order-5521"}
     body = {"workflow": "srv_approval"}
     with make_client(url) as client:
-        assert client.get("/api/runs", headers=AUTH).status_code == 200
-        proxy.drop.set()
+        # A first start loads the script into Redis: the lost one must run, not get NOSCRIPT.
+        warm = client.post("/api/runs", json=body, headers={**AUTH, "Idempotency-Key": "warm"})
+        assert warm.status_code == 201
+        proxy.drop_marker = b"srv_approval"  # the start script's arguments name the workflow
         lost = client.post("/api/runs", json=body, headers=headers)
-        proxy.drop.clear()
+        proxy.drop_marker = None
         assert lost.status_code == 503
         assert lost.json()["outcome"] == "unknown"
         assert "Idempotency-Key" in lost.json()["message"]
@@ -86,11 +108,12 @@ def test_a_start_whose_reply_was_lost_is_unknown_and_its_retry_finds_the_run(
         # Redis did create the run: the 503 was right not to say "not started".
         with make_client(redis_url) as direct:
             runs = direct.get("/api/runs", headers=AUTH).json()["runs"]
-        assert len(runs) == 1
+        made = [r["run_id"] for r in runs if r["run_id"] != warm.json()["run_id"]]
+        assert len(made) == 1
         again = client.post("/api/runs", json=body, headers=headers)
         assert again.status_code == 201
-        assert again.json()["run_id"] == runs[0]["run_id"]
-        assert len(client.get("/api/runs", headers=AUTH).json()["runs"]) == 1
+        assert again.json()["run_id"] == made[0]
+        assert len(client.get("/api/runs", headers=AUTH).json()["runs"]) == 2
 
 
 def test_a_read_that_failed_is_only_retried_later(
@@ -98,9 +121,11 @@ def test_a_read_that_failed_is_only_retried_later(
 ) -> None:
     url, proxy = proxied_url
     with make_client(url) as client:
-        proxy.drop.set()
-        failed = client.get("/api/runs", headers=AUTH)
-        proxy.drop.clear()
+        started = client.post("/api/runs", json={"workflow": "srv_approval"}, headers=AUTH)
+        run_id = started.json()["run_id"]
+        proxy.drop_marker = run_id.encode()  # a read of that run's keys
+        failed = client.get(f"/api/runs/{run_id}", headers=AUTH)
+        proxy.drop_marker = None
         assert failed.status_code == 503
         assert "outcome" not in failed.json()
-        assert client.get("/api/runs", headers=AUTH).status_code == 200
+        assert client.get(f"/api/runs/{run_id}", headers=AUTH).status_code == 200

@@ -122,6 +122,8 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
         else:
             self._scripts = Scripts(Batcher(self._client, pipelined=not self.is_cluster))
         await self._ensure_groups()
+        # Read Redis' clock now, so that the first calls do not wait for it.
+        await self._time.now_ms()
 
     async def _ensure_groups(self) -> None:
         """Each partition's task stream and consumer group (idempotent). Group id 0: tasks
