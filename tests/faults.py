@@ -1,10 +1,12 @@
-"""Faults between Parley and Redis, for tests: a TCP proxy that can hold replies back
-and cut every connection."""
+"""Faults between Parley and Redis, for tests: a TCP proxy that can hold replies back,
+drop the replies of the connections that sent a given command, and cut every connection."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections.abc import Iterator
 
 
 class Proxy:
@@ -15,6 +17,9 @@ class Proxy:
         self.replies = asyncio.Event()  # cleared: replies wait
         self.replies.set()
         self.dropping = False  # the next bytes from a client close its connection
+        # Set: a connection that sends bytes containing it never gets its reply and is
+        # closed (the command ran; its caller does not hear). Others are left alone.
+        self.drop_replies_to: bytes | None = None
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -28,16 +33,23 @@ class Proxy:
         up_reader, up_writer = await asyncio.open_connection(*self.target)
         self._writers += [writer, up_writer]
 
+        doomed = False
+
         async def upstream() -> None:
+            nonlocal doomed
             while data := await reader.read(65536):
                 if self.dropping:
                     break
+                if self.drop_replies_to is not None and self.drop_replies_to in data:
+                    doomed = True
                 up_writer.write(data)
                 await up_writer.drain()
 
         async def downstream() -> None:
             while data := await up_reader.read(65536):
                 await self.replies.wait()
+                if doomed:
+                    break
                 writer.write(data)
                 await writer.drain()
 
@@ -60,3 +72,21 @@ class Proxy:
         for writer in self._writers:
             writer.close()
         self._writers.clear()
+
+
+@contextlib.contextmanager
+def proxy_in_a_thread(host: str, port: int) -> Iterator[Proxy]:
+    """A :class:`Proxy` on an event loop of its own, for synchronous tests (a Starlette
+    TestClient runs the app on another loop)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    proxy = Proxy(host, port)
+    asyncio.run_coroutine_threadsafe(proxy.start(), loop).result(5)
+    try:
+        yield proxy
+    finally:
+        asyncio.run_coroutine_threadsafe(proxy.close(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()

@@ -7,89 +7,25 @@ a stall or a connection cut mid-command does."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 
-from runtime.testing import free_port
+from tests.faults import Proxy, proxy_in_a_thread
 
 from .conftest import AUTH, make_client
 
 
-class ReplyDroppingProxy:
-    """Forwards TCP to ``target``. While :attr:`drop_marker` is set, a connection that sends
-    a command containing it has its next reply dropped and is closed: the command has run,
-    its caller never hears. Other connections are left alone."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.port = free_port()
-        self.drop_marker: bytes | None = None
-        self._listener = socket.create_server(("127.0.0.1", self.port))
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            doomed = threading.Event()  # this connection sent the marker
-            threading.Thread(
-                target=self._requests, args=(client, upstream, doomed), daemon=True
-            ).start()
-            threading.Thread(
-                target=self._replies, args=(upstream, client, doomed), daemon=True
-            ).start()
-
-    def _requests(
-        self, client: socket.socket, upstream: socket.socket, doomed: threading.Event
-    ) -> None:
-        with contextlib.suppress(OSError):
-            while data := client.recv(65536):
-                if self.drop_marker is not None and self.drop_marker in data:
-                    doomed.set()
-                upstream.sendall(data)
-        self._close(client, upstream)
-
-    def _replies(
-        self, upstream: socket.socket, client: socket.socket, doomed: threading.Event
-    ) -> None:
-        with contextlib.suppress(OSError):
-            while data := upstream.recv(65536):
-                if doomed.is_set():
-                    break
-                client.sendall(data)
-        self._close(client, upstream)
-
-    @staticmethod
-    def _close(*socks: socket.socket) -> None:
-        for sock in socks:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def close(self) -> None:
-        self._closed = True
-        self._listener.close()
-
-
 @pytest.fixture
-def proxied_url(redis_url: str) -> Iterator[tuple[str, ReplyDroppingProxy]]:
+def proxied_url(redis_url: str) -> Iterator[tuple[str, Proxy]]:
     parts = urlsplit(redis_url)
-    proxy = ReplyDroppingProxy((parts.hostname or "127.0.0.1", parts.port or 6379))
-    yield f"redis://127.0.0.1:{proxy.port}{parts.path}", proxy
-    proxy.close()
+    with proxy_in_a_thread(parts.hostname or "127.0.0.1", parts.port or 6379) as proxy:
+        yield f"redis://127.0.0.1:{proxy.port}{parts.path}", proxy
 
 
 def test_a_start_whose_reply_was_lost_is_unknown_and_its_retry_finds_the_run(
-    proxied_url: tuple[str, ReplyDroppingProxy], redis_url: str
+    proxied_url: tuple[str, Proxy], redis_url: str
 ) -> None:
     url, proxy = proxied_url
     headers = {**AUTH, "Idempotency-Key": "order-5521"}
@@ -98,9 +34,9 @@ def test_a_start_whose_reply_was_lost_is_unknown_and_its_retry_finds_the_run(
         # A first start loads the script into Redis: the lost one must run, not get NOSCRIPT.
         warm = client.post("/api/runs", json=body, headers={**AUTH, "Idempotency-Key": "warm"})
         assert warm.status_code == 201
-        proxy.drop_marker = b"srv_approval"  # the start script's arguments name the workflow
+        proxy.drop_replies_to = b"srv_approval"  # the start script's arguments name the workflow
         lost = client.post("/api/runs", json=body, headers=headers)
-        proxy.drop_marker = None
+        proxy.drop_replies_to = None
         assert lost.status_code == 503
         assert lost.json()["outcome"] == "unknown"
         assert "Idempotency-Key" in lost.json()["message"]
@@ -117,15 +53,15 @@ def test_a_start_whose_reply_was_lost_is_unknown_and_its_retry_finds_the_run(
 
 
 def test_a_read_that_failed_is_only_retried_later(
-    proxied_url: tuple[str, ReplyDroppingProxy],
+    proxied_url: tuple[str, Proxy],
 ) -> None:
     url, proxy = proxied_url
     with make_client(url) as client:
         started = client.post("/api/runs", json={"workflow": "srv_approval"}, headers=AUTH)
         run_id = started.json()["run_id"]
-        proxy.drop_marker = run_id.encode()  # a read of that run's keys
+        proxy.drop_replies_to = run_id.encode()  # a read of that run's keys
         failed = client.get(f"/api/runs/{run_id}", headers=AUTH)
-        proxy.drop_marker = None
+        proxy.drop_replies_to = None
         assert failed.status_code == 503
         assert "outcome" not in failed.json()
         assert client.get(f"/api/runs/{run_id}", headers=AUTH).status_code == 200
