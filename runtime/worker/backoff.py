@@ -8,6 +8,11 @@ import logging
 log = logging.getLogger("parley.worker")
 
 
+def grow(delay: float, cap: float) -> float:
+    """The next wait of an exponential backoff: 50 ms first, then doubling, up to ``cap``."""
+    return min(max(delay * 2, 0.05), cap)
+
+
 class Backoff:
     """Exponential backoff for a loop while the store is unreachable; logs the outage once."""
 
@@ -18,7 +23,7 @@ class Backoff:
     async def wait(self, exc: BaseException) -> None:
         if self.delay == 0.0:
             log.error("%s: store unavailable (%s); retrying with backoff", self.what, exc)
-        self.delay = min(max(self.delay * 2, 0.05), 2.0)
+        self.delay = grow(self.delay, 2.0)
         await asyncio.sleep(self.delay)
 
     def reset(self) -> bool:

@@ -6,7 +6,7 @@ import asyncio
 
 from ..errors import StoreUnavailable
 from ..metrics import Metrics
-from ..store import Store
+from ..store import DueReport, Store
 from .backoff import Backoff
 
 
@@ -18,30 +18,32 @@ class DeadlineLoop:
         self.store = store
         self.metrics = metrics
         self.tick = tick
-        self.store_now_ms = 0  # the store's clock at the last pass
 
     async def fire_due(self, limit: int = 500) -> int | None:
         """Fire every due deadline; returns the earliest deadline still pending (ms)."""
+        return (await self._fire_all(limit)).next_due_ms
+
+    async def _fire_all(self, limit: int = 500) -> DueReport:
+        """Passes until none is left saturated; the last pass's report."""
         while True:
             report = await self.store.fire_due(limit)
-            self.store_now_ms = report.now_ms
             for late_ms in report.lateness_ms:
                 self.metrics.deadline_lateness.observe(late_ms / 1000)
             if not report.saturated:
-                return report.next_due_ms
+                return report
 
     async def run(self, stopping: asyncio.Event) -> None:
         backoff = Backoff("deadline loop")
         while not stopping.is_set():
             try:
-                next_due = await self.fire_due()
+                report = await self._fire_all()
             except StoreUnavailable as exc:
                 await backoff.wait(exc)
                 continue
             backoff.reset()
             delay = self.tick
-            if next_due is not None:
+            if report.next_due_ms is not None:
                 # both on the store's clock: a machine whose clock is off neither
                 # spins nor oversleeps
-                delay = min(delay, max(0.0, (next_due - self.store_now_ms) / 1000))
+                delay = min(delay, max(0.0, (report.next_due_ms - report.now_ms) / 1000))
             await asyncio.sleep(delay)

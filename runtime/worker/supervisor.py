@@ -12,6 +12,7 @@ from typing import Any
 
 from ..metrics import Metrics
 from ..settings import LOOP_RESTART_MAX_SECONDS
+from .backoff import grow
 
 log = logging.getLogger("parley.worker")
 
@@ -33,6 +34,6 @@ async def supervise(name: str, loop: Loop, stopping: asyncio.Event, metrics: Met
                 return
             log.error("%s ended while the worker runs; restarting it", name)
         metrics.loop_restarts.labels(name).inc()
-        delay = min(max(delay * 2, 0.05), LOOP_RESTART_MAX_SECONDS)
+        delay = grow(delay, LOOP_RESTART_MAX_SECONDS)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), timeout=delay)

@@ -24,14 +24,13 @@ class RedisTime:
     def __init__(self, read_time: Callable[[], Awaitable[tuple[int, int]]]) -> None:
         self._read_time = read_time
         self._base_ms = 0
-        self._base_mono = 0.0
-        self._synced_mono: float | None = None
+        self._base_mono: float | None = None  # when Redis said _base_ms; None: not yet read
         self._syncing: asyncio.Future[None] | None = None
 
     async def now_ms(self) -> int:
-        synced = self._synced_mono
-        if synced is None or time.monotonic() - synced > RESYNC_SECONDS:
+        if self._base_mono is None or time.monotonic() - self._base_mono > RESYNC_SECONDS:
             await self._sync()
+        assert self._base_mono is not None
         return self._base_ms + int((time.monotonic() - self._base_mono) * 1000)
 
     async def _sync(self) -> None:
@@ -47,7 +46,6 @@ class RedisTime:
             # Redis read its clock somewhere in the round trip: take the middle.
             self._base_ms = seconds * 1000 + micros // 1000
             self._base_mono = (before + after) / 2
-            self._synced_mono = after
             self._syncing.set_result(None)
         except BaseException as exc:
             self._syncing.set_exception(exc)
