@@ -30,6 +30,17 @@ def site() -> Iterator[HostSite]:
     host.close()
 
 
+def ask_for_the_long_answer(page: Page, until_step: int) -> None:
+    """Ask the demo agent for its 44-step answer; return once step ``until_step`` shows.
+    The answer's own text is waited for: in the whole log, "step " at the end of a partial
+    answer followed by its "12:40 PM" time also reads "step 12"."""
+    box = page.get_by_label("Your message")
+    box.fill("tell me everything")
+    box.press("Enter")
+    answer = page.locator(".parley-agent .parley-body")
+    expect(answer).to_contain_text(f"step {until_step} of the")
+
+
 def agent_page(page: Page, site: HostSite, make_stack: Callable[..., Stack], agent: str) -> Stack:
     stack = make_stack(PARLEY_ALLOWED_ORIGINS=site.origin)
     site.pages["/"] = embed_page(
@@ -149,13 +160,8 @@ def test_a_long_streamed_answer_stays_in_view_unless_the_visitor_scrolls_up(
     page.set_viewport_size({"width": 375, "height": 700})
     page.goto(stack.url)
     box = page.get_by_label("Your message")
-    box.fill("tell me everything")
-    box.press("Enter")
     log = page.get_by_role("log", name="Conversation")
-    # The answer's own text: in the whole log, "step " at the end of a partial answer
-    # followed by its "12:40 PM" time also reads "step 12".
-    answer = page.locator(".parley-agent .parley-body")
-    expect(answer).to_contain_text("step 30 of the")
+    ask_for_the_long_answer(page, until_step=30)
     assert log.evaluate(GAP_TO_BOTTOM) < 48  # followed while streaming
     expect(log).to_contain_text("That is all.")
     assert log.evaluate(GAP_TO_BOTTOM) < 2
@@ -186,14 +192,8 @@ def test_a_worker_killed_mid_answer_shows_recovering_then_the_whole_answer_once(
     stack = make_stack(PARLEY_DEMO_CHUNK_DELAY="0.04")
     page.add_init_script(RECORD_STATES)
     page.goto(stack.url)
-    box = page.get_by_label("Your message")
-    box.fill("tell me everything")
-    box.press("Enter")
     log = page.get_by_role("log", name="Conversation")
-    # The answer's own text: in the whole log, "step " at the end of a partial answer
-    # followed by its "12:40 PM" time also reads "step 12".
-    answer = page.locator(".parley-agent .parley-body")
-    expect(answer).to_contain_text("step 12 of the")
+    ask_for_the_long_answer(page, until_step=12)
     stack.workers[0].kill()  # SIGKILL mid-stream
     stack.start_worker()
     expect(page.get_by_text("The agent was interrupted")).to_be_visible(timeout=15_000)

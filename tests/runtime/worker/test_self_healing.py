@@ -11,21 +11,12 @@ from typing import Any
 
 import pytest
 
-from runtime import RunStatus, Runtime, Worker, step, workflow
+from runtime import RunStatus, Runtime, Worker, workflow
 from runtime.metrics import Metrics
 from runtime.worker.supervisor import supervise
+from tests.apps.restart_app import restart_echo
 from tests.helpers import running
 from tests.raw_redis import raw
-
-
-@step
-async def heal_step(value: str) -> str:
-    return value
-
-
-@workflow(name="heal_wf")
-async def heal_wf(value: str) -> str:
-    return await heal_step(value)
 
 
 async def _completed(rt: Runtime, run_id: str, timeout: float = 10) -> None:
@@ -41,18 +32,18 @@ async def test_a_lost_consumer_group_is_recreated_and_the_workflows_announced_ag
     store = raw(rt)
     worker = Worker(rt, block_seconds=0.05, timer_tick=0.01)
     async with running(worker):
-        await _completed(rt, await rt.start(heal_wf, "before"))
+        await _completed(rt, await rt.start(restart_echo, "before"))
         # What Redis coming back empty does to a worker's state: the task streams with their
         # consumer group, and the workflow announcements, are gone.
         await store.client.delete(
             *(store.keys.key("tasks", p) for p in range(store.partitions)),
             store.keys.WORKFLOWS_KEY,
         )
-        run_id = await rt.start(heal_wf, "after")
+        run_id = await rt.start(restart_echo, "after")
         await _completed(rt, run_id)
         assert "recreated" in caplog.text
         deadline = time.monotonic() + 5
-        while not await store.workflow_announced("heal_wf"):
+        while not await store.workflow_announced("restart_echo"):
             assert time.monotonic() < deadline, "the workflows were not announced again"
             await asyncio.sleep(0.02)
 
