@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
-from collections.abc import Coroutine
 from contextvars import ContextVar
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
@@ -32,9 +30,10 @@ from ..models import WAKING_EVENTS, Event, EventType, RunStatus
 from ..registry import WorkflowDef
 from ..settings import Limits
 from ..store import ApplyOutcome, Claim, Finish, Store, Writes
-from .failures import describe_error, public_error
+from .failures import describe_error, outage, public_error
 from .replay import Call, ReplayIndex
 from .signals import Abort, Blocked, Interrupted, ReplayEnded, StepScope, Suspend
+from .tasks import track_tasks
 
 # A checkpoint's companion field: the hooks whose answers the step had read when it saved.
 READ_SUFFIX = "!read"
@@ -44,45 +43,11 @@ log = logging.getLogger("parley.execution")
 current_execution: ContextVar[Execution | None] = ContextVar("parley_execution", default=None)
 current_step: ContextVar[StepScope | None] = ContextVar("parley_step", default=None)
 
-_tracking_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
-
-def outage(exc: BaseException) -> StoreUnavailable | None:
-    """The store outage behind ``exc``, if any: ``exc`` itself, or what it was raised from
-    or during (user code that wrapped a ``StoreUnavailable`` in its own error)."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, StoreUnavailable):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
-def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
-    """Make the tasks a workflow creates (``asyncio.gather`` of steps and waits) known to
-    its execution, which waits for them before it suspends or ends: a step still running
-    in one branch records its result, and nothing of the run goes on after it."""
-    if loop in _tracking_loops:
-        return
-    previous = loop.get_task_factory()
-
-    def factory(
-        loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
-    ) -> asyncio.Future[Any]:
-        task: asyncio.Future[Any] = (
-            asyncio.Task(coro, loop=loop, **kwargs)
-            if previous is None
-            else previous(loop, coro, **kwargs)
-        )
-        execution = current_execution.get()
-        if execution is not None:
-            execution.children.append(task)
-        return task
-
-    loop.set_task_factory(cast(Any, factory))
-    _tracking_loops.add(loop)
+def _adopt(task: asyncio.Future[Any]) -> None:
+    execution = current_execution.get()
+    if execution is not None:
+        execution.children.append(task)
 
 
 class Execution:
@@ -348,7 +313,10 @@ class Execution:
     async def run(self) -> None:
         """Run the workflow until it suspends or finishes; replays in place if an answer
         (or expiry, or timer) arrived while this execution was still running."""
-        _track_tasks(asyncio.get_running_loop())
+        # The tasks a workflow creates (gather of steps and waits) are its execution's: it
+        # waits for them before it suspends or ends, so a step still running in one branch
+        # records its result, and nothing of the run goes on after it.
+        track_tasks(asyncio.get_running_loop(), _adopt)
         while True:
             self._step_counters.clear()
             self._hook_counter = 0

@@ -1,14 +1,15 @@
 """How a failure is written down: the error a failed step, child or run records in its
-event, and the part of it a chat session's end user may see."""
+event, and the part of it a chat session's end user may see; and which errors are not the
+step's failure at all (a store outage behind them)."""
 
 from __future__ import annotations
 
 import traceback
 from typing import Any
 
-from ..errors import ParleyError
+from ..errors import ParleyError, StoreUnavailable
 
-__all__ = ["MAX_TRACEBACK_CHARS", "describe_error", "public_error"]
+__all__ = ["MAX_TRACEBACK_CHARS", "describe_error", "outage", "public_error"]
 
 MAX_TRACEBACK_CHARS = 8192
 
@@ -32,3 +33,16 @@ def describe_error(exc: BaseException) -> dict[str, Any]:
 def public_error(error: dict[str, Any]) -> dict[str, Any]:
     """The error without its traceback (what a chat session's end user is sent)."""
     return {k: v for k, v in error.items() if k != "traceback"}
+
+
+def outage(exc: BaseException) -> StoreUnavailable | None:
+    """The store outage behind ``exc``, if any: ``exc`` itself, or what it was raised from
+    or during (user code that wrapped a ``StoreUnavailable`` in its own error)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, StoreUnavailable):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -12,8 +12,8 @@ from .._codec import dumps, encode_fragment, encode_value
 from ..errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
 from ..models import EventType
 from ..registry import StepOptions
-from .execution import Execution, current_execution, current_step, outage
-from .failures import describe_error
+from .execution import Execution, current_execution, current_step
+from .failures import describe_error, outage
 from .signals import Abort, ReplayEnded, StepScope, Suspend
 
 # Failures that re-running cannot fix: retrying would only burn attempts.
