@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from ...errors import StoreReset
@@ -18,26 +17,13 @@ from ..base import Applied, ApplyOutcome, Claim, ClaimStatus, DueReport, Finish,
 from ..writes import HookSpec, Op, Writes
 from . import _decode, _keys, _records
 from ._calls import store_call
+from ._part import StorePart
 
 log = logging.getLogger("parley.store")
 
 
-class ExecutionStore:
+class ExecutionStore(StorePart):
     """The executions part of :class:`~runtime.store.redis.RedisStore`."""
-
-    partitions: int
-    is_cluster: bool
-
-    @property
-    def client(self) -> aioredis.Redis:  # pragma: no cover - RedisStore provides it
-        raise NotImplementedError
-
-    @property
-    def scripts(self) -> Any:  # pragma: no cover - RedisStore provides it
-        raise NotImplementedError
-
-    async def _ensure_groups(self) -> None:  # pragma: no cover - RedisStore provides it
-        raise NotImplementedError
 
     async def _repair_groups(self, exc: ResponseError) -> StoreReset:
         """A task stream without its consumer group: Redis lost its state. Re-create the
@@ -48,12 +34,6 @@ class ExecutionStore:
         log.warning("the task groups are gone (Redis restarted empty?): recreated")
         await self._ensure_groups()
         return StoreReset(f"the store lost its state and the task groups were recreated: {exc}")
-
-    async def now_ms(self) -> int:  # pragma: no cover - RedisStore provides it
-        raise NotImplementedError
-
-    def _run(self, run_id: str) -> _keys.RunKeys:
-        return _keys.run_keys(run_id, self.partitions)
 
     def task_sources(self) -> list[tuple[int, ...]]:
         if self.is_cluster:  # a multi-stream XREADGROUP cannot span slots

@@ -6,26 +6,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from ..._codec import loads
 from ...ids import RUN_ID_RE, parse_token
 from ...models import Event, HookInfo, RunInfo, RunStatus
 from . import _decode, _keys, _records
 from ._calls import store_call
+from ._part import StorePart
 
 
-class InspectionStore:
+class InspectionStore(StorePart):
     """The inspection part of :class:`~runtime.store.redis.RedisStore`."""
-
-    partitions: int
-
-    @property
-    def client(self) -> aioredis.Redis:  # pragma: no cover - RedisStore provides it
-        raise NotImplementedError
-
-    def _run(self, run_id: str) -> _keys.RunKeys:
-        return _keys.run_keys(run_id, self.partitions)
 
     @store_call
     async def get_run(self, run_id: str) -> RunInfo | None:

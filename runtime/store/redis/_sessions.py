@@ -5,30 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis.asyncio as aioredis
-
-from ..._clock import now_ms
 from ..._codec import loads
 from ..base import OutboxEntry, OutboxRead
 from . import _decode, _keys
 from ._calls import store_call
+from ._part import StorePart
 
 # A gateway's wake-up stream disappears on its own if its process dies without cleaning up.
 WAKE_TTL_MS = 24 * 3600 * 1000
 
 
-class SessionStore:
+class SessionStore(StorePart):
     """The session and outbox part of :class:`~runtime.store.redis.RedisStore`."""
-
-    partitions: int
-
-    @property
-    def client(self) -> aioredis.Redis:  # pragma: no cover - RedisStore provides it
-        raise NotImplementedError
-
-    @property
-    def scripts(self) -> Any:  # pragma: no cover - RedisStore provides it
-        raise NotImplementedError
 
     def session_key(self, name: str, session: str) -> str:
         """A session's key: ``outbox``, ``session_meta`` or ``session_lock``."""
@@ -37,8 +25,9 @@ class SessionStore:
     @store_call
     async def create_session(self, session: str, ttl_seconds: int) -> None:
         key = self.session_key("session_meta", session)
+        created = await self.now_ms()  # the store's clock, like every stored time
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={"created": now_ms()})
+            pipe.hset(key, mapping={"created": created})
             pipe.expire(key, ttl_seconds)
             await pipe.execute()
 
