@@ -86,7 +86,16 @@ def proxy_in_a_thread(host: str, port: int) -> Iterator[Proxy]:
     try:
         yield proxy
     finally:
-        asyncio.run_coroutine_threadsafe(proxy.close(), loop).result(5)
+        asyncio.run_coroutine_threadsafe(_close_all(proxy), loop).result(5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+async def _close_all(proxy: Proxy) -> None:
+    """Close the proxy and end its connections' tasks, so the loop stops with none pending."""
+    await proxy.close()
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
