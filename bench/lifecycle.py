@@ -86,6 +86,7 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
 
         await wait_for(all_suspended, 60 + batch / 100, "suspensions")
     s1, d1 = await snap(env)
+    settled = await _settled_reports(env, idle0.workers)
     key_bytes = await _key_bytes(env, run_ids[:: max(1, n // 50)])
 
     # phase: light-load probe -------------------------------------------------------------
@@ -110,6 +111,7 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
         "t_answer": t_answer,
         "idle": (idle0, s0),
         "start": Phase(s0, s1, d0, d1),
+        "settled_workers": settled,
         "resume": Phase(s2, s3, d2, d3),
         "probe": probe,
         "check": check,
@@ -140,6 +142,31 @@ async def _warm_up(env: Env, opts: Options) -> None:
     await wait_for(lambda: _at_least(env.suspended(), len(ids)), 120, "warm-up suspensions")
     await bounded(ids, answer_one, opts.concurrency)
     await wait_for(lambda: _all_done(env), 120, "warm-up completions")
+
+
+async def _settled_reports(env: Env, idle: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workers' reports once the executions that suspended have ended.
+
+    A run counts as suspended when its hook enters the pending set, which happens inside
+    the suspension script; the execution's task then still acknowledges and unwinds. Read
+    at that instant, the task count includes those last moments, so a worker that holds
+    no task per suspended run would look as if it did. The reading that answers "does a
+    suspended run hold a task?" is taken once the task streams are empty and the count is
+    back to the idle one, or after 5 s: a count still above idle then is reported as is.
+    """
+    await wait_for(lambda: _equals(env.queued(), 0), 30, "suspended tasks acknowledged")
+    deadline = time.monotonic() + 5
+    while True:
+        reports: list[dict[str, Any]] = await env.observer.worker_reports(
+            env.worker_pids, fresh_after=time.time()
+        )
+        settled = all(r["tasks"] <= i["tasks"] for r, i in zip(reports, idle, strict=True))
+        if settled or time.monotonic() > deadline:
+            return reports
+
+
+async def _equals(value: Any, target: int) -> bool:
+    return bool(await value == target)
 
 
 async def _at_least(value: Any, target: int) -> bool:

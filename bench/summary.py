@@ -86,9 +86,9 @@ def summarize(
     rss_susp = [w["rss_kb"] for w in start.after.workers]
     rss_growth_mb = max(b - a for a, b in zip(rss_idle, rss_susp, strict=True)) / 1024
     tasks_idle = [w["tasks"] for w in start.before.workers]
-    tasks_susp = [w["tasks"] for w in start.after.workers]
+    tasks_susp = [w["tasks"] for w in raw["settled_workers"]]
     threads_idle = [w["threads"] for w in start.before.workers]
-    threads_susp = [w["threads"] for w in start.after.workers]
+    threads_susp = [w["threads"] for w in raw["settled_workers"]]
     cpu = {
         label: round(
             (
