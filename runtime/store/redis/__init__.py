@@ -200,7 +200,9 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
         args: list[Any] = [run_id, workflow, session or "", await self.now_ms(), old_run_id, copied]
         if tags:
             args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS))
-        created = await self.scripts.restart(keys=[*keys.all, self._run(old_run_id).run], args=args)
+        created = await self.scripts.restart(
+            keys=[*keys.declared, self._run(old_run_id).run], args=args
+        )
         return bool(created)
 
     def child_run_id(self, parent_run_id: str, position: int) -> str:
@@ -229,7 +231,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
         args: list[Any] = [run_id, workflow, session or "", await self.now_ms(), input]
         if tags:  # only a tagged run pays for the index (lua/tags.lua)
             args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS))
-        created = await self.scripts.start(keys=keys.all, args=args)
+        created = await self.scripts.start(keys=keys.declared, args=args)
         return bool(created)
 
     @store_call
@@ -244,7 +246,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
     async def resume(self, answer: Answer, *, max_events: int, retention_seconds: int) -> Resumed:
         keys = self._run(answer.run_id)
         reply = await self.scripts.resume(
-            keys=keys.all,
+            keys=keys.declared,
             args=[
                 answer.run_id,
                 answer.hook_id,
@@ -270,7 +272,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
     ) -> Cancelled:
         keys = self._run(run_id)
         reply = await self.scripts.cancel(
-            keys=keys.all,
+            keys=keys.declared,
             args=[run_id, await self.now_ms(), retention_seconds, keys.prefix, event, message],
         )
         outcome = CancelOutcome(reply[0].decode())
@@ -280,19 +282,21 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
     async def send(self, run_id: str, topic: str, event: bytes) -> Sent:
         keys = self._run(run_id)
         inbox = _keys.key("inbox", keys.partition, run_id=run_id)
-        reply = await self.scripts.send(keys=[*keys.all, inbox], args=[run_id, topic, event])
+        reply = await self.scripts.send(keys=[*keys.declared, inbox], args=[run_id, topic, event])
         outcome = SendOutcome(reply[0].decode())
         status = reply[1].decode() if outcome is SendOutcome.FINISHED else None
         return Sent(outcome, status)
 
     async def retry(self, run_id: str, *, event: bytes) -> Retried:
-        reply = await self.scripts.retry(keys=self._run(run_id).all, args=[run_id, event])
+        reply = await self.scripts.retry(keys=self._run(run_id).declared, args=[run_id, event])
         outcome = RetryOutcome(reply[0].decode())
         status = reply[1].decode() if outcome is RetryOutcome.NOT_BLOCKED else None
         return Retried(outcome, status)
 
     async def run_snapshot(self, run_id: str) -> RunSnapshot:
-        status, out, last_id = await self.scripts.wait_state(keys=self._run(run_id).all, args=[])
+        status, out, last_id = await self.scripts.wait_state(
+            keys=self._run(run_id).declared, args=[]
+        )
         return RunSnapshot(
             RunStatus(status.decode()) if status else None, out, _decode.text(last_id)
         )

@@ -121,7 +121,7 @@ class ExecutionStore(StorePart):
         keys = self._run(task.run_id)
         now = await self.now_ms()
         reply = await self.scripts.claim(
-            keys=keys.all,
+            keys=keys.declared,
             args=[
                 consumer,
                 now,
@@ -180,7 +180,7 @@ class ExecutionStore(StorePart):
             request["finish"] = {"status": finish.status.value, "value": finish.value.decode()}
             if finish.notify is not None:
                 request["finish"]["notify"] = finish.notify.decode()
-        reply = await self.scripts.apply(keys=keys.all, args=[orjson.dumps(request)])
+        reply = await self.scripts.apply(keys=keys.declared, args=[orjson.dumps(request)])
         kind = reply[0]
         if kind == b"lost":
             return Applied(ApplyOutcome.LOST)
@@ -198,7 +198,9 @@ class ExecutionStore(StorePart):
         until_ms = await self.now_ms() + lease_ms
         replies = await asyncio.gather(
             *(
-                self.scripts.heartbeat(keys=self._run(run_id).all, args=[fence, until_ms, consumer])
+                self.scripts.heartbeat(
+                    keys=self._run(run_id).declared, args=[fence, until_ms, consumer]
+                )
                 for run_id, fence in leases
             )
         )

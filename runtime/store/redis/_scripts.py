@@ -93,6 +93,7 @@ def header() -> str:
         f"local HOOK_CLOSED = {_lua_string(letters[HookStatus.CLOSED])}",
         f"local DIGEST_SUFFIX = {_lua_string(_records.DIGEST_SUFFIX)}",
         f"local DEADLINE_SEP = {_lua_string(_keys.DEADLINE_SEP)}",
+        f"local PARTITION_PREFIX_END = {_lua_string(_keys.PARTITION_PREFIX_END)}",
         f"local TAG_SEP = {_lua_string(_keys.TAG_SEP)}",
         f"local TAG_LIST_SEP = {_lua_string(_keys.TAG_LIST_SEP)}",
         f"local TAG_PRUNE_LIMIT = {_keys.TAG_PRUNE_LIMIT}",
@@ -120,6 +121,7 @@ def _constants() -> dict[str, str]:
         "HOOK_CLOSED": _lua_string(letters[HookStatus.CLOSED]),
         "DIGEST_SUFFIX": _lua_string(_records.DIGEST_SUFFIX),
         "DEADLINE_SEP": _lua_string(_keys.DEADLINE_SEP),
+        "PARTITION_PREFIX_END": _lua_string(_keys.PARTITION_PREFIX_END),
     }
     found.update({f"STATUS.{s.name.lower()}": _lua_string(s.value) for s in RunStatus})
     found.update({f"EVENT.{e.name.lower()}": _lua_string(e.value) for e in EventType})

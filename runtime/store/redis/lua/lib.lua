@@ -110,8 +110,16 @@ local function child_ended(prefix, run_key, data)
   end
 end
 
--- Every per-run script receives the run's keys in this order (RunKeys.all in _keys.py).
+-- Every per-run script is given one key, the run's hash (RunKeys.declared in _keys.py);
+-- the run's other keys and its partition's share its hash tag, so they are built here
+-- rather than sent as seven more arguments on every call.
 local function run_keys()
-  return {run = KEYS[1], events = KEYS[2], ckpt = KEYS[3], hooks = KEYS[4], tasks = KEYS[5],
-          deadlines = KEYS[6], pending = KEYS[7], stats = KEYS[8]}
+  local run = KEYS[1]
+  local _, prefix_end = string.find(run, PARTITION_PREFIX_END, 1, true)
+  local prefix = string.sub(run, 1, prefix_end)
+  local run_id = string.sub(run, #key_run(prefix, '') + 1)
+  return {run = run, prefix = prefix, run_id = run_id, events = key_events(prefix, run_id),
+          ckpt = key_ckpt(prefix, run_id), hooks = key_hooks(prefix, run_id),
+          tasks = key_tasks(prefix), deadlines = key_deadlines(prefix),
+          pending = key_pending(prefix), stats = key_stats(prefix)}
 end

@@ -4,7 +4,7 @@
 -- Race closed: a crash between creating the new run and linking or enqueueing it (a run no
 -- worker picks up, or one nobody can find from the old run): one step. Both runs are in
 -- one partition (the new id is chosen so), so this is one slot on a cluster too.
--- KEYS: the new run's keys (run_keys order), then the old run's hash.
+-- KEYS: the new run's hash (see run_keys), then the old run's hash.
 -- ARGV: new run id, workflow, session ('' for none), now ms, old run id, the copied events
 --       as JSON [[type, data], ...].
 --       and only when the old run was tagged, its tags as a JSON object (the new run
@@ -12,7 +12,7 @@
 -- Returns 1 (created) or 0 (a run of that id exists; nothing changed).
 local keys = run_keys()
 local run_id, workflow, session, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local old_key = KEYS[9]
+local old_key = KEYS[2]
 local old_id = ARGV[5]
 local events = cjson.decode(ARGV[6])
 if redis.call('EXISTS', keys.run) == 1 then return 0 end

@@ -4,11 +4,11 @@
 -- inbox holds in the same step as it sets the run waiting, and this step checks the flag
 -- that suspension set): a message is received once, never lost; a send vs. the end of
 -- the run (status checked here).
--- KEYS: the run's keys (run_keys order), then its inbox.
+-- KEYS: the run's hash (see run_keys), then its inbox.
 -- ARGV: run id, topic, message event data ({"topic", "payload"}).
 -- Returns {'delivered'} | {'buffered'} | {'no_run'} | {'finished', status}.
 local keys = run_keys()
-local inbox = KEYS[9]
+local inbox = KEYS[2]
 local run_id, topic, data = ARGV[1], ARGV[2], ARGV[3]
 local rs = redis.call('HMGET', keys.run, 'status', 'wf', 'recv:' .. topic)
 local status = rs[1]
