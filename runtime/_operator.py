@@ -25,6 +25,12 @@ class OperatorCalls:
     store: Store
     retention_seconds: int
 
+    async def now_ms(self) -> int:
+        """The deployment's clock (ms since the epoch), the one hooks expire by: the store's,
+        not this machine's. Compare with a hook's ``expires_at`` on it, so a machine whose
+        clock is off neither refuses early nor accepts late."""
+        return await self.store.now_ms()
+
     async def get_run(self, run_id: str) -> RunInfo:
         info = await self.store.get_run(check_run_id(run_id))
         if info is None:

@@ -141,7 +141,7 @@ async def link_page(request: Request) -> Response:
     """The hook's prompt and answer form; changes nothing."""
     ctx = ctx_of(request)
     try:
-        link = _signer(ctx).verify(request.path_params["link"])
+        link = _signer(ctx).verify(request.path_params["link"], now=await ctx.runtime.now_ms())
         hook = await _hook(ctx, link.token)
     except InvalidLink as exc:
         return refusal_page(exc.reason)
@@ -191,7 +191,9 @@ async def link_answer(request: Request) -> Response:
     """Answer the link's hook: ``{"payload": ...}``."""
     ctx = ctx_of(request)
     try:
-        link: Link = _signer(ctx).verify(request.path_params["link"])
+        link: Link = _signer(ctx).verify(
+            request.path_params["link"], now=await ctx.runtime.now_ms()
+        )
     except InvalidLink as exc:
         return _refusal_json(exc.reason, exc.message)
     body = expect_object(await read_json(request, limit=ctx.config.max_body_bytes), "the body")
