@@ -8,6 +8,14 @@ one connection checkout instead of many. A lone call waits one loop iteration, n
 EVALSHA is sent directly (redis-py's pipelined scripts would first ask SCRIPT EXISTS:
 an extra round trip per pipeline); on NOSCRIPT — a restarted or failed-over Redis — the
 scripts are loaded again and the calls that missed are retried.
+
+A batch is written and read on one pooled connection by :meth:`Batcher._round_trip`, not
+through redis-py's ``Pipeline``: the calls are packed once (RESP, from bytes the scripts
+and keys keep), and the replies are read under one timeout. Measured on this 2-core VM
+(a trivial script, 1 key and 3 arguments, socket timeout set as the store sets it): CPU
+per call 67 → 38 µs in bursts of 64, 120 → 68 µs in bursts of 8. Connection failures are
+retried as redis-py retries its own (the connection's ``Retry``), so the semantics of a
+dropped connection are the same.
 """
 
 from __future__ import annotations
@@ -15,11 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._calls import OUTAGE, unavailable
 
@@ -33,12 +44,39 @@ class Script:
         self.batcher = batcher
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
+        self._head = b"$40\r\n" + self.sha.encode() + b"\r\n"  # the sha as a RESP bulk string
+
+    def pack(self, keys: Sequence[str], args: Sequence[Arg]) -> bytes:
+        """``EVALSHA sha numkeys keys... args...`` as RESP."""
+        items = [str(len(keys)).encode(), *map(_encode, keys), *map(_encode, args)]
+        parts = [b"*%d\r\n$7\r\nEVALSHA\r\n" % (len(items) + 2), self._head]
+        parts.extend(b"$%d\r\n%b\r\n" % (len(item), item) for item in items)
+        return b"".join(parts)
 
     async def __call__(self, *, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         return await self.batcher.call(self, keys, args)
 
 
 _Call = tuple[Script, Sequence[str], Sequence[Arg], "asyncio.Future[Any]"]
+
+
+def _encode(arg: Arg) -> bytes:
+    """An argument as Redis receives it; the same bytes redis-py's encoder makes."""
+    if isinstance(arg, bytes):
+        return arg
+    if isinstance(arg, str):
+        return arg.encode()
+    if isinstance(arg, int):
+        return b"%d" % arg
+    return repr(arg).encode()
+
+
+def pack_command(*args: Arg) -> bytes:
+    """Any command as RESP (the batch's trailing ``WAIT``, for one)."""
+    items = [_encode(a) for a in args]
+    parts = [b"*%d\r\n" % len(items)]
+    parts.extend(b"$%d\r\n%b\r\n" % (len(item), item) for item in items)
+    return b"".join(parts)
 
 
 class Batcher:
@@ -136,14 +174,45 @@ class Batcher:
             future.cancel()
 
     async def _pipeline(self, calls: list[_Call]) -> list[Any]:
-        if len(calls) == 1:
-            script, keys, args, _ = calls[0]
-            try:
-                return [await self.client.evalsha(script.sha, len(keys), *keys, *args)]
-            except ResponseError as exc:
-                return [exc]
-        async with self.client.pipeline(transaction=False) as pipe:
-            for script, keys, args, _ in calls:
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return replies
+        return await self._round_trip(
+            b"".join(script.pack(keys, args) for script, keys, args, _ in calls), len(calls)
+        )
+
+    async def _round_trip(self, commands: bytes, count: int) -> list[Any]:
+        """Send ``count`` packed commands on one connection and read their replies; an error
+        reply is returned as its exception, a failed connection raises."""
+        pool = self.client.connection_pool
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            replies: list[Any] = await connection.retry.call_with_retry(
+                lambda: _exchange(connection, commands, count),
+                lambda _error: connection.disconnect(),
+            )
+            return replies
+        except BaseException:
+            # Cancelled or failed between the write and the last reply: replies may still
+            # be on their way, and the next user of this connection would read them as its
+            # own. Only a fresh connection goes back to the pool.
+            await connection.disconnect(nowait=True)
+            raise
+        finally:
+            await pool.release(connection)
+
+
+async def _exchange(connection: AbstractConnection, commands: bytes, count: int) -> list[Any]:
+    await connection.send_packed_command(commands)
+    replies: list[Any] = []
+    try:
+        # One timeout for the whole batch: a timeout per reply costs a timer each.
+        async with asyncio.timeout(connection.socket_timeout):
+            for _ in range(count):
+                try:
+                    replies.append(await connection.read_response(timeout=math.inf))
+                except ResponseError as exc:
+                    replies.append(exc)
+    except TimeoutError:
+        await connection.disconnect(nowait=True)
+        raise RedisTimeoutError(
+            f"Timeout reading from {connection.host}:{connection.port}"  # type: ignore[attr-defined]
+        ) from None
+    return replies

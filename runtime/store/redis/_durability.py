@@ -26,7 +26,7 @@ from redis.exceptions import NoScriptError
 
 from ...errors import ReplicationUnconfirmed
 from . import _scripts
-from ._batch import Batcher, Script, _Call
+from ._batch import Batcher, Script, _Call, pack_command
 from ._connect import Durability
 
 # Scripts that write nothing need no confirmation (nor a replica to be read).
@@ -59,11 +59,9 @@ class ReplicatedBatcher(Batcher):
     async def _pipeline(self, calls: list[_Call]) -> list[Any]:
         if all(script.sha in self.read_only for script, *_ in calls):
             return await super()._pipeline(calls)
-        async with self.client.pipeline(transaction=False) as pipe:
-            for script, keys, args, _ in calls:
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-            pipe.wait(self.durability.replicas, self.durability.timeout_ms)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        packed = b"".join(script.pack(keys, args) for script, keys, args, _ in calls)
+        wait = pack_command("WAIT", self.durability.replicas, self.durability.timeout_ms)
+        replies = await self._round_trip(packed + wait, len(calls) + 1)
         confirmed = replies.pop()
         if all(isinstance(reply, NoScriptError) for reply in replies):
             return replies  # nothing ran: the batcher loads the scripts and sends them again

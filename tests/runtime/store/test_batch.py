@@ -67,7 +67,6 @@ class Wire:
 
     def __init__(self) -> None:
         self.writes: list[list[str]] = []
-        self.pipelines = 0  # pipelines the client built
 
     def script_writes(self) -> list[list[str]]:
         """The writes that carry script commands (not the connection's handshake)."""
@@ -77,7 +76,6 @@ class Wire:
 
     def clear(self) -> None:
         self.writes.clear()
-        self.pipelines = 0
 
 
 def make_client(url: str, wire: Wire) -> aioredis.Redis:
@@ -98,15 +96,7 @@ def make_client(url: str, wire: Wire) -> aioredis.Redis:
     pool = aioredis.ConnectionPool.from_url(
         url, connection_class=WireConnection, retry=Retry(NoBackoff(), 0)
     )
-    client = aioredis.Redis(connection_pool=pool)
-    original = client.pipeline
-
-    def pipeline(*args: Any, **kwargs: Any) -> Any:
-        wire.pipelines += 1
-        return original(*args, **kwargs)
-
-    client.pipeline = pipeline  # type: ignore[method-assign]
-    return client
+    return aioredis.Redis(connection_pool=pool)
 
 
 @pytest.fixture
@@ -174,7 +164,6 @@ async def test_calls_of_one_loop_turn_share_one_pipeline(
         incr(keys=["counter"], args=[]),
     )
     assert wire.script_writes() == [["EVALSHA"] * 6]  # one write, one round trip
-    assert wire.pipelines == 1
     # each caller gets its own reply, in order
     assert results[:4] == [[f"k{i}".encode(), f"v{i}".encode()] for i in range(4)]
     assert sorted(results[4:]) == [1, 2]
@@ -185,7 +174,6 @@ async def test_a_lone_call_is_sent_directly(client: aioredis.Redis, wire: Wire) 
     _, (echo,) = await scripts(client, wire, ECHO)
     assert await echo(keys=["a"], args=["b"]) == [b"a", b"b"]
     assert wire.script_writes() == [["EVALSHA"]]
-    assert wire.pipelines == 0  # no pipeline for a batch of one
 
 
 async def test_awaited_calls_go_one_round_trip_each(client: aioredis.Redis, wire: Wire) -> None:
@@ -298,7 +286,6 @@ async def test_noscript_after_script_flush_is_transparent(
     wire.clear()
     assert await incr(keys=["n"], args=[]) == 4
     assert wire.script_writes() == [["EVALSHA"], ["SCRIPT LOAD"], ["EVALSHA"]]
-    assert wire.pipelines == 0
 
 
 async def test_a_script_that_still_misses_after_the_reload_fails_its_call(
@@ -413,6 +400,26 @@ async def test_a_caller_cancelled_in_flight_does_not_break_the_others(
     assert await incr(keys=["b"], args=[]) == 2  # and the batcher goes on
 
 
+async def test_a_batch_cancelled_in_flight_leaves_no_reply_for_the_next_batch(
+    proxied: aioredis.Redis, proxy: Proxy, wire: Wire
+) -> None:
+    """A batch cancelled between its write and its replies (a worker shutting down) must not
+    hand its connection back with replies still to come: the next batch on it would read
+    them as its own."""
+    batcher, (echo,) = await scripts(proxied, wire, ECHO)
+    proxy.replies.clear()
+    first = asyncio.ensure_future(echo(keys=["stale"], args=["reply"]))
+    await asyncio.sleep(0.05)
+    assert wire.script_writes() == [["EVALSHA"]]
+    for task in list(batcher._tasks):
+        task.cancel()
+    results = await _settle(first)
+    assert isinstance(results[0], asyncio.CancelledError)
+    proxy.replies.set()
+    await asyncio.sleep(0.05)  # the stale reply arrives, on a connection no one reuses
+    assert await echo(keys=["fresh"], args=["reply"]) == [b"fresh", b"reply"]
+
+
 async def test_a_batch_whose_callers_all_cancelled_sends_nothing(
     client: aioredis.Redis, wire: Wire
 ) -> None:
@@ -438,7 +445,6 @@ async def test_unpipelined_calls_are_sent_directly(client: aioredis.Redis, wire:
         echo(keys=["a"], args=["1"]), echo(keys=["b"], args=["2"]), incr(keys=["n"], args=[])
     )
     assert results == [[b"a", b"1"], [b"b", b"2"], 1]
-    assert wire.pipelines == 0
     assert wire.script_writes() == [["EVALSHA"]] * 3  # one round trip each
 
 
@@ -454,7 +460,6 @@ async def test_unpipelined_noscript_loads_and_retries(client: aioredis.Redis, wi
     missing = Script(batcher, _fresh(INCR))
     assert await missing(keys=["n"], args=[]) == 1
     assert wire.script_writes() == [["EVALSHA"], ["SCRIPT LOAD"], ["EVALSHA"]]
-    assert wire.pipelines == 0
     assert await client.get("n") == b"1"  # ran once
 
 
