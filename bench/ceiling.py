@@ -23,6 +23,8 @@ from urllib.parse import urlparse
 
 import redis.asyncio as aioredis
 
+from .common import Row, bench_redis, load_average, print_report
+
 SCRIPTS_PER_LIFECYCLE = 7
 KEYSPACE = 1000  # random keys: bounded memory (about 100 KB), not one hot key
 # A few cheap commands on a hash, a set and a counter, like an engine script's bookkeeping.
@@ -45,7 +47,9 @@ async def measure_ceiling(
         sha = str(await client.script_load(SCRIPT))
         tool = shutil.which("redis-benchmark")
         if tool is not None:
-            rate = await asyncio.to_thread(_redis_benchmark, tool, url, sha, scripts, pipeline, clients)
+            rate = await asyncio.to_thread(
+                _redis_benchmark, tool, url, sha, scripts, pipeline, clients
+            )
             how = f"redis-benchmark -P {pipeline} -c {clients}"
         else:
             rate = await _redis_py(client, sha, scripts, pipeline, clients)
@@ -104,3 +108,36 @@ def fraction(lifecycles_per_s: float, ceiling: dict[str, Any]) -> float:
     """Parley's lifecycles/s as a fraction of the ceiling's (0 when unmeasured)."""
     top = float(ceiling.get("lifecycles_per_s") or 0)
     return round(lifecycles_per_s / top, 4) if top else 0.0
+
+
+def ceiling_rows(result: dict[str, Any]) -> list[Row]:
+    """The ceiling and Parley's fraction of it (``result``: a main/scale/report result)."""
+    ceiling = result.get("ceiling") or {}
+    if not ceiling:
+        return []
+    return [
+        (
+            "this machine's ceiling, lifecycles/s",
+            f"{ceiling['lifecycles_per_s']:,} ({ceiling['scripts_per_s']:,} scripts/s / "
+            f"{ceiling['scripts_per_lifecycle']}; {ceiling['how']})",
+            "",
+            "",
+        ),
+        (
+            "  Parley's lifecycles/s as a fraction of it",
+            f"{result['fraction_of_ceiling']:.1%}",
+            "",
+            "",
+        ),
+    ]
+
+
+async def run_ceiling(args: Any) -> dict[str, Any]:
+    """``--mode ceiling``: the ceiling alone, on a private redis-server (or ``--redis``)."""
+    async with bench_redis(args) as url:
+        ceiling = await measure_ceiling(url, args.ceiling_scripts or 100_000)
+    result = {"bench": "ceiling", "load_avg": load_average(), "ceiling": ceiling,
+              "fraction_of_ceiling": 0.0, "problems": []}  # fmt: skip
+    if getattr(args, "print", True):
+        print_report("this machine's Redis ceiling", ceiling_rows(result)[:1], [], result)
+    return result

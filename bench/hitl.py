@@ -117,8 +117,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     async with bench_env(args) as env:
         raw = await run_lifecycles(env, opts)
         own = env.own_redis
+        if args.ceiling_scripts:  # after the measured phases, on the same redis-server
+            from .ceiling import measure_ceiling
+
+            raw["ceiling"] = await measure_ceiling(env.url, args.ceiling_scripts)
     result, rows, notes = summarize(raw, args, own)
-    print_report(f"parley HITL lifecycle benchmark ({args.mode})", rows, notes, result)
+    if getattr(args, "print", True):
+        print_report(f"parley HITL lifecycle benchmark ({args.mode})", rows, notes, result)
     return result
 
 

@@ -45,15 +45,15 @@ def _sent(report: dict[str, Any]) -> int:
     return sum(v for k, v in trips.items() if k not in OWN) + trips.get("PIPELINE:commands", 0)
 
 
-def _idle_figures(a: Snapshot, b: Snapshot, cpus: tuple[dict[str, float], dict[str, float]]) -> dict[str, Any]:
+def _idle_figures(
+    a: Snapshot, b: Snapshot, cpus: tuple[dict[str, float], dict[str, float]]
+) -> dict[str, Any]:
     per_worker = []
     for wa, wb in zip(a.workers, b.workers, strict=True):
         per_worker.append((_sent(wb) - _sent(wa)) / (wb["ts"] - wa["ts"]))
     dt = b.wall - a.wall
     cmds = command_breakdown(a, b)
-    executed = sum(
-        sum(cmds[part].values()) for part in ("top_level", "inside_lua", "background")
-    )
+    executed = sum(sum(cmds[part].values()) for part in ("top_level", "inside_lua", "background"))
     c0, c1 = cpus
     workers_cpu = sum(c1[k] - c0[k] for k in c1 if k.startswith("worker")) / dt
     return {
@@ -113,7 +113,9 @@ async def run_idle(args: argparse.Namespace, n: int) -> dict[str, Any]:
         server = start_redis(args.redis_arg)
         procs: list[Any] = []
         try:
-            rt = await Runtime(server.url, partitions=partitions, lease_seconds=args.lease).connect()
+            rt = await Runtime(
+                server.url, partitions=partitions, lease_seconds=args.lease
+            ).connect()
             observer = Observer(server.url, {"redis": server.pid})
             try:
                 for k in counts:
