@@ -66,7 +66,7 @@ def _idle_figures(
 
 
 async def _deadlines(env: Env, n: int, spread: float) -> dict[str, Any]:
-    lead = 1.0 + n / 300  # every hook exists before the first is due
+    lead = 0.5 + n / 200  # every hook exists before the first is due
     due0 = time.time() + lead
     ids: list[str] = []
 
