@@ -118,8 +118,8 @@ def ceiling_rows(result: dict[str, Any]) -> list[Row]:
     return [
         (
             "this machine's ceiling, lifecycles/s",
-            f"{ceiling['lifecycles_per_s']:,} ({ceiling['scripts_per_s']:,} scripts/s / "
-            f"{ceiling['scripts_per_lifecycle']}; {ceiling['how']})",
+            f"{ceiling['lifecycles_per_s']:,} ({ceiling['scripts_per_s']:,} scripts/s "
+            f"/ {ceiling['scripts_per_lifecycle']})",
             "",
             "",
         ),
@@ -136,8 +136,9 @@ async def run_ceiling(args: Any) -> dict[str, Any]:
     """``--mode ceiling``: the ceiling alone, on a private redis-server (or ``--redis``)."""
     async with bench_redis(args) as url:
         ceiling = await measure_ceiling(url, args.ceiling_scripts or 100_000)
+    notes = [f"ceiling measured with {ceiling['how']}"]
     result = {"bench": "ceiling", "load_avg": load_average(), "ceiling": ceiling,
               "fraction_of_ceiling": 0.0, "problems": []}  # fmt: skip
     if getattr(args, "print", True):
-        print_report("this machine's Redis ceiling", ceiling_rows(result)[:1], [], result)
+        print_report("this machine's Redis ceiling", ceiling_rows(result)[:1], notes, result)
     return result

@@ -290,3 +290,12 @@ async def _probe(env: Env, opts: Options, already: int) -> dict[str, Any]:
     finally:
         await reader.aclose()
     return {"accepted_ms": accepted, "sent_ms": sent, "rate": opts.probe_rate}
+
+
+def settings_text(config: dict[str, str]) -> str:
+    """``stream-node-max-bytes=4096, at Redis defaults`` or the settings that differ."""
+    changed = {k: v for k, v in config.items() if REDIS_DEFAULTS.get(k) != v}
+    head = f"stream-node-max-bytes={config.get('stream-node-max-bytes', '?')}"
+    if not changed:
+        return f"{head}, all at Redis 7.0 defaults"
+    return head + ", NOT default: " + ", ".join(f"{k}={v}" for k, v in changed.items())

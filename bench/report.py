@@ -20,6 +20,7 @@ from typing import Any
 from .ceiling import ceiling_rows, fraction
 from .common import Row, load_average, print_report, verdict
 from .idle import idle_rows, run_idle
+from .lifecycle import settings_text
 from .rounds import rounds_rows, run_rounds
 
 
@@ -89,6 +90,7 @@ async def run_report(args: argparse.Namespace) -> dict[str, Any]:
     notes = [
         f"load average at the end: {result['load_avg']} (shared machine: figures vary)",
         "each part on its own private redis-server; see bench/README.md for how each is measured",
+        f"ceiling measured with {ceiling.get('how', '-')}",
     ]
     if getattr(args, "print", True):
         print_report("parley benchmark report (issue 14)", _rows(main, rounds, idle), notes, result)
@@ -149,8 +151,7 @@ def _rows(
          verdict(r2["redis_bytes_per_finished_run"] <= 1024)),
         ("  MEMORY USAGE by key, finished (sample)",
          str(r2["redis_key_bytes_finished_sample"]), "", ""),
-        ("Redis settings in effect",
-         ", ".join(f"{k}={v}" for k, v in r2["redis_config"].items()), "", ""),
+        ("Redis settings in effect", settings_text(r2["redis_config"]), "", ""),
     ]  # fmt: skip
     return rows
 

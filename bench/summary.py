@@ -10,7 +10,7 @@ from typing import Any
 from .ceiling import ceiling_rows, fraction
 from .common import Row, load_average, pcts, verdict
 from .harness import command_breakdown, delta
-from .lifecycle import REDIS_DEFAULTS, Phase
+from .lifecycle import REDIS_DEFAULTS, Phase, settings_text
 
 IDLE_ROUND_TRIPS = ("PIPELINE", "XREADGROUP:empty", "XAUTOCLAIM")
 NOT_ROUND_TRIPS = ("PIPELINE:commands", "SET")  # a pipeline's size; the bench reporter
@@ -233,6 +233,8 @@ def summarize(
         " while the N runs were suspended",
         "under-load latency: workflow.completed id ms - hook.received id ms (Redis clock)",
     ]
+    if result["ceiling"]:
+        notes.append(f"ceiling measured with {result['ceiling']['how']}")
     if not own_redis:
         notes.append(
             "--redis given: INFO commandstats/memory are server-wide, other clients count too"
@@ -257,8 +259,6 @@ def _finished(raw: dict[str, Any]) -> dict[str, Any]:
 
 def _finished_rows(result: dict[str, Any]) -> list[Row]:
     per = result["redis_bytes_per_finished_run"]
-    config = result["redis_config"]
-    changed = {k: v for k, v in config.items() if REDIS_DEFAULTS.get(k) != v}
     return [
         ("Redis bytes / finished run (dataset)", f"{per:,}", "<= 1024", verdict(per <= 1024)),
         (
@@ -275,8 +275,7 @@ def _finished_rows(result: dict[str, Any]) -> list[Row]:
         ),
         (
             "Redis settings in effect",
-            f"stream-node-max-bytes={config.get('stream-node-max-bytes', '?')}, "
-            + ("all defaults" if not changed else f"NOT default: {changed}"),
+            settings_text(result["redis_config"]),
             "",
             "",
         ),
