@@ -45,6 +45,9 @@ REPORT_KEY = "bench:worker:"
 REPORT_EVERY = 0.2
 
 round_trips: Counter[str] = Counter()
+# Bytes this process read from Redis (every connection but the reporter's, which is the
+# benchmark's own): replies, counted where redis-py's parsers read the socket.
+bytes_in = 0
 _BACKGROUND_SHAS = {
     hashlib.sha1(script_source(name).encode()).hexdigest() for name in ("fire_due", "heartbeat")
 }
@@ -84,6 +87,34 @@ async def bench_hitl(due_at: float | None = None, notify: bool = False, defer: b
     return await converse(due_at, notify, defer)
 
 
+CHAT_WORKFLOW = "bench_chat"
+CHAT_PAD = "x" * 64  # the chat's small state: a round number, the last answer, some text
+
+
+def chat_hook_id(turn: int) -> str:
+    """The hook of round ``turn`` (0-based) of a ``bench_chat`` run."""
+    return f"chat_turns-0.m{turn}.0"
+
+
+@step
+async def chat_turns(rounds: int) -> int:
+    """A chat in one step: round after round, ``step_hook`` then a checkpoint of a small
+    state (deferred: written with the next round's hook). On each resume the step
+    re-executes from the top and continues from the checkpoint's round."""
+    state = await load_step_checkpoint()
+    turn = 0 if state is None else int(state["round"])
+    while turn < rounds:
+        answer = await step_hook(f"m{turn}")
+        turn += 1
+        await save_step_checkpoint({"round": turn, "last": answer, "pad": CHAT_PAD}, defer=True)
+    return turn
+
+
+@workflow(name=CHAT_WORKFLOW)
+async def bench_chat(rounds: int) -> int:
+    return await chat_turns(rounds)
+
+
 # probes (worker processes only) ------------------------------------------------------------
 def _install_round_trip_counter() -> type[aioredis.Redis]:
     """Count this process's round trips; returns a client class that is not counted."""
@@ -110,12 +141,44 @@ def _install_round_trip_counter() -> type[aioredis.Redis]:
 
     aioredis.Redis.execute_command = execute_command  # type: ignore[method-assign]
     Pipeline.execute = execute  # type: ignore[method-assign]
+    _install_byte_counter()
 
     class Uncounted(aioredis.Redis):
         pass
 
     Uncounted.execute_command = original  # type: ignore[method-assign]
     return Uncounted
+
+
+def _install_byte_counter() -> None:
+    """Count the bytes redis-py's parsers read (hiredis reads with ``read``, the pure-Python
+    parser with ``readline``/``readexactly``). The reporter's reads are counted too: a
+    few bytes (``+OK``) five times a second, subtracted by the benchmark as idle traffic."""
+    original_read: Any = asyncio.StreamReader.read
+    original_readline: Any = asyncio.StreamReader.readline
+    original_readexactly: Any = asyncio.StreamReader.readexactly
+
+    async def read(self: asyncio.StreamReader, n: int = -1) -> bytes:
+        global bytes_in
+        data: bytes = await original_read(self, n)
+        bytes_in += len(data)
+        return data
+
+    async def readline(self: asyncio.StreamReader) -> bytes:
+        global bytes_in
+        data: bytes = await original_readline(self)
+        bytes_in += len(data)
+        return data
+
+    async def readexactly(self: asyncio.StreamReader, n: int) -> bytes:
+        global bytes_in
+        data: bytes = await original_readexactly(self, n)
+        bytes_in += len(data)
+        return data
+
+    asyncio.StreamReader.read = read  # type: ignore[method-assign]
+    asyncio.StreamReader.readline = readline  # type: ignore[method-assign]
+    asyncio.StreamReader.readexactly = readexactly  # type: ignore[method-assign]
 
 
 def _rss_kb() -> int:
@@ -135,6 +198,8 @@ async def _report(url: str, client_class: type[aioredis.Redis]) -> None:
                 "tasks": len(asyncio.all_tasks()),
                 "threads": threading.active_count(),
                 "round_trips": dict(round_trips),
+                "cpu": time.process_time(),  # ns resolution, unlike /proc's 10 ms ticks
+                "bytes_in": bytes_in,
             }
             await client.set(key, orjson.dumps(report))
             await asyncio.sleep(REPORT_EVERY)

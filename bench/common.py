@@ -94,6 +94,20 @@ def _count_round_trips(rt: Runtime) -> Counter[str]:
 
 
 @asynccontextmanager
+async def bench_redis(args: argparse.Namespace) -> AsyncIterator[str]:
+    """The URL of ``--redis``, or of a private redis-server (with ``--redis-arg``s) that is
+    stopped on exit."""
+    if args.redis:
+        yield str(args.redis)
+        return
+    server = start_redis(args.redis_arg)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@asynccontextmanager
 async def bench_env(args: argparse.Namespace) -> AsyncIterator[Env]:
     """Redis (private unless ``--redis``), the driver's runtime and K worker processes, as
     the command line asks (``--workers``, ``--partitions``, ``--worker-concurrency``,

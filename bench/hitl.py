@@ -2,7 +2,10 @@
 
 Modes: ``main`` (default, N=2000), ``scale`` (N=100,000 suspended at once, in batches),
 ``deadline`` (10,000 hook timeouts due within one second), ``push`` (websocket prompt
-push through the server). Prints a table and one JSON line per mode.
+push through the server), ``rounds`` (resume cost at rounds 1 / 100 / 1,000 of one run),
+``idle`` (idle commands/s and deadline lateness for 1 / 4 / 8 workers at 16 / 64
+partitions), ``ceiling`` (this machine's Redis ceiling) and ``report`` (all of them, one
+table). Prints a table and one JSON line per mode.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from .common import bench_env, print_report
 from .lifecycle import Options, run_lifecycles
 from .summary import summarize
 
-MODES = ("main", "scale", "deadline", "push")
-DEFAULT_RUNS = {"main": 2000, "scale": 100_000, "deadline": 10_000, "push": 1000}
+MODES = ("main", "scale", "deadline", "push", "rounds", "idle", "ceiling", "report")
+DEFAULT_RUNS = {
+    "main": 2000, "scale": 100_000, "deadline": 10_000, "push": 1000,
+    "rounds": 0, "idle": 200, "ceiling": 0, "report": 2000,
+}  # fmt: skip
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -47,11 +53,47 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--on-created", action="store_true", help="step_hook with an on_created")
     p.add_argument("--server-port", type=int, default=0, help="push mode: server port")
+    p.add_argument(
+        "--ceiling-scripts",
+        type=int,
+        default=100_000,
+        help="scripts of the Redis ceiling measured after main/scale (0: skip)",
+    )
+    p.add_argument(
+        "--round-points", type=int, nargs="+", help="rounds mode: rounds to measure (1 100 1000)"
+    )
+    p.add_argument("--samples", type=int, default=5, help="rounds mode: resumes per point")
+    p.add_argument(
+        "--idle-workers", type=int, nargs="+", default=[1, 4, 8], help="idle mode: workers"
+    )
+    p.add_argument(
+        "--idle-partitions", type=int, nargs="+", default=[16, 64], help="idle mode: partitions"
+    )
+    p.add_argument(
+        "--spread", type=float, default=2.0, help="idle mode: seconds the timeouts spread over"
+    )
+    p.add_argument("--quick", action="store_true", help="report: smaller runs, shorter windows")
     return p.parse_args(argv)
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     runs = args.runs or DEFAULT_RUNS[args.mode]
+    if args.mode == "report":
+        from .report import run_report
+
+        return await run_report(args)
+    if args.mode == "rounds":
+        from .rounds import run_rounds
+
+        return await run_rounds(args)
+    if args.mode == "idle":
+        from .idle import run_idle
+
+        return await run_idle(args, runs)
+    if args.mode == "ceiling":
+        from .ceiling import run_ceiling
+
+        return await run_ceiling(args)
     if args.mode == "deadline":
         from .deadline import run_deadline
 
@@ -75,8 +117,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     async with bench_env(args) as env:
         raw = await run_lifecycles(env, opts)
         own = env.own_redis
+        if args.ceiling_scripts:  # after the measured phases, on the same redis-server
+            from .ceiling import measure_ceiling
+
+            raw["ceiling"] = await measure_ceiling(env.url, args.ceiling_scripts)
     result, rows, notes = summarize(raw, args, own)
-    print_report(f"parley HITL lifecycle benchmark ({args.mode})", rows, notes, result)
+    if getattr(args, "print", True):
+        print_report(f"parley HITL lifecycle benchmark ({args.mode})", rows, notes, result)
     return result
 
 

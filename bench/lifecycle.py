@@ -103,6 +103,8 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
         await bounded(run_ids[first : first + batch], answer_one, opts.concurrency)
     await wait_for(lambda: _all_done(env), 60 + n / 100, "completions")
     s3, d3 = await snap(env)
+    finished_bytes = await _key_bytes(env, run_ids[:: max(1, n // 50)])
+    config = await redis_settings(env)
 
     check = await verify(env, run_ids)
     return {
@@ -116,7 +118,46 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
         "probe": probe,
         "check": check,
         "key_bytes": key_bytes,
+        # every run of the start, probe and resume phases has finished by s3
+        "finished": {
+            "runs": n + opts.probe,
+            "dataset_delta": s3.used_memory_dataset - s0.used_memory_dataset,
+            "used_memory_delta": s3.used_memory - s0.used_memory,
+            "key_bytes": finished_bytes,
+        },
+        "redis_config": config,
     }
+
+
+REDIS_SETTINGS = (
+    "stream-node-max-bytes",
+    "stream-node-max-entries",
+    "hash-max-listpack-entries",
+    "hash-max-listpack-value",
+    "maxmemory-policy",
+)
+REDIS_DEFAULTS = {
+    "stream-node-max-bytes": "4096",
+    "stream-node-max-entries": "100",
+    "hash-max-listpack-entries": "512",
+    "hash-max-listpack-value": "64",
+    "maxmemory-policy": "noeviction",
+}
+
+
+async def redis_settings(env: Env) -> dict[str, str]:
+    """The memory-relevant settings in effect (CONFIG GET; read after the last snapshot, so
+    these commands are not in any measured window)."""
+    out: dict[str, str] = {}
+    for name in REDIS_SETTINGS:
+        reply: Any = await env.observer.client.config_get(name)
+        for key, value in reply.items():
+            out[_text(key)] = _text(value)
+    return out
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def _key_bytes(env: Env, sample: list[str]) -> dict[str, float]:
@@ -249,3 +290,12 @@ async def _probe(env: Env, opts: Options, already: int) -> dict[str, Any]:
     finally:
         await reader.aclose()
     return {"accepted_ms": accepted, "sent_ms": sent, "rate": opts.probe_rate}
+
+
+def settings_text(config: dict[str, str]) -> str:
+    """``stream-node-max-bytes=4096, at Redis defaults`` or the settings that differ."""
+    changed = {k: v for k, v in config.items() if REDIS_DEFAULTS.get(k) != v}
+    head = f"stream-node-max-bytes={config.get('stream-node-max-bytes', '?')}"
+    if not changed:
+        return f"{head}, all at Redis 7.0 defaults"
+    return head + ", NOT default: " + ", ".join(f"{k}={v}" for k, v in changed.items())

@@ -7,9 +7,10 @@ import os
 from collections import Counter
 from typing import Any
 
+from .ceiling import ceiling_rows, fraction
 from .common import Row, load_average, pcts, verdict
 from .harness import command_breakdown, delta
-from .lifecycle import Phase
+from .lifecycle import REDIS_DEFAULTS, Phase, settings_text
 
 IDLE_ROUND_TRIPS = ("PIPELINE", "XREADGROUP:empty", "XAUTOCLAIM")
 NOT_ROUND_TRIPS = ("PIPELINE:commands", "SET")  # a pipeline's size; the bench reporter
@@ -158,6 +159,9 @@ def summarize(
         "cpu_us_per_lifecycle": {**cpu, "redis_server_info": redis_cpu},
         "cpu_bound_lifecycles_per_s": round(cpu_bound),
         "other_processes_cores_busy": round(other_cores, 2),
+        **_finished(raw),
+        "ceiling": raw.get("ceiling", {}),
+        "fraction_of_ceiling": fraction(e2e, raw.get("ceiling", {})),
     }
     ok_light = light["p50"] <= 2 and light["p99"] <= 10 if light["n"] else None
     no_task_per_run = (
@@ -190,7 +194,8 @@ def summarize(
         ("connection setup during run (not counted)", str(dict(setup)), "", ""),
         ("idle polling, commands/s (K workers)", str(idle_rate), "", ""),
         (
-            "Redis bytes / suspended run (dataset)",
+            "Redis bytes / suspended run (dataset"
+            + (", Redis defaults)" if result["redis_at_defaults"] else ", settings changed)"),
             f"{mem_per_run:,.0f}",
             "<= 1536",
             verdict(mem_per_run <= 1536),
@@ -218,6 +223,8 @@ def summarize(
             verdict(cpu_bound >= e2e_target),
         ),
         ("other processes' load during run (cores)", f"{other_cores:.2f}", "", ""),
+        *_finished_rows(result),
+        *ceiling_rows(result),
     ]
     notes = [
         f"load average at the end: {result['load_avg']} on {_cpus()} CPUs (shared machine)",
@@ -226,11 +233,53 @@ def summarize(
         " while the N runs were suspended",
         "under-load latency: workflow.completed id ms - hook.received id ms (Redis clock)",
     ]
+    if result["ceiling"]:
+        notes.append(f"ceiling measured with {result['ceiling']['how']}")
     if not own_redis:
         notes.append(
             "--redis given: INFO commandstats/memory are server-wide, other clients count too"
         )
     return result, rows, notes
+
+
+def _finished(raw: dict[str, Any]) -> dict[str, Any]:
+    finished = raw.get("finished", {})
+    runs = max(1, int(finished.get("runs", 0)))
+    config = raw.get("redis_config", {})
+    return {
+        "redis_bytes_per_finished_run": round(finished.get("dataset_delta", 0) / runs),
+        "redis_used_memory_delta_per_finished_run": round(
+            finished.get("used_memory_delta", 0) / runs
+        ),
+        "redis_key_bytes_finished_sample": finished.get("key_bytes", {}),
+        "redis_config": config,
+        "redis_at_defaults": all(config.get(k) == v for k, v in REDIS_DEFAULTS.items()),
+    }
+
+
+def _finished_rows(result: dict[str, Any]) -> list[Row]:
+    per = result["redis_bytes_per_finished_run"]
+    return [
+        ("Redis bytes / finished run (dataset)", f"{per:,}", "<= 1024", verdict(per <= 1024)),
+        (
+            "  used_memory delta / finished run",
+            f"{result['redis_used_memory_delta_per_finished_run']:,}",
+            "",
+            "",
+        ),
+        (
+            "  MEMORY USAGE by key, finished (sample)",
+            str(result["redis_key_bytes_finished_sample"]),
+            "",
+            "",
+        ),
+        (
+            "Redis settings in effect",
+            settings_text(result["redis_config"]),
+            "",
+            "",
+        ),
+    ]
 
 
 def _p3(p: dict[str, float]) -> str:

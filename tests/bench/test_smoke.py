@@ -20,10 +20,10 @@ pytestmark = [
 ]
 
 
-def _bench(*args: str) -> tuple[dict[str, Any], str]:
+def _bench(*args: str, module: str = "bench.hitl") -> tuple[dict[str, Any], str]:
     """Run the README's command (it starts its own redis-server) and parse its JSON line."""
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.hitl", *args],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         capture_output=True,
         timeout=90,
@@ -37,7 +37,7 @@ def _bench(*args: str) -> tuple[dict[str, Any], str]:
 def test_hitl_lifecycles_complete_once() -> None:
     result, table = _bench(
         "--runs", "50", "--workers", "1", "--warmup", "10", "--probe", "5",
-        "--idle-window", "0.2",
+        "--idle-window", "0.2", "--ceiling-scripts", "2000",
     )  # fmt: skip
     assert result["completed_once"] == 50, result["problems"]
     assert result["problems"] == []
@@ -50,14 +50,22 @@ def test_hitl_lifecycles_complete_once() -> None:
         "redis_bytes_per_suspended_run",
         "worker_rss_kb_suspended",
         "worker_tasks_suspended",
+        "redis_bytes_per_finished_run",
+        "redis_key_bytes_finished_sample",
     ):
         assert figure in result, figure
+    assert result["ceiling"]["scripts_per_s"] > 0
+    assert result["fraction_of_ceiling"] > 0
+    assert result["redis_config"]["stream-node-max-bytes"].isdigit()
+    assert result["redis_key_bytes_finished_sample"]["events"] > 0
     for key in ("p50", "p95", "p99"):
         assert result["resume_latency_light_ms"][key] > 0
         assert result["resume_latency_under_load_ms"][key] >= 0
     # A suspended run holds no task in the worker.
     assert result["worker_tasks_suspended"] == result["worker_tasks_idle"]
     assert "lifecycles/s end to end" in table
+    assert "fraction of it" in table
+    assert "Redis settings in effect" in table
 
 
 def test_deadlines_fire_once_and_never_early() -> None:
@@ -66,3 +74,64 @@ def test_deadlines_fire_once_and_never_early() -> None:
     assert result["early"] == 0
     assert result["lateness_ms"]["n"] == 50
     assert "deadline tick" in table
+
+
+def test_rounds_mode_measures_each_round_of_one_run() -> None:
+    result, table = _bench(
+        "--mode", "rounds", "--round-points", "1", "4", "--samples", "2", "--idle-window", "0.2"
+    )  # fmt: skip
+    assert result["completed_once"] == 1, result["problems"]  # every round answered once
+    assert result["rounds"] == 6
+    assert set(result["per_resume"]) == {"1", "4"}
+    for m in result["per_resume"].values():
+        assert m["samples"] == 2 and len(m["latency_ms"]) == 2
+        assert m["latency_ms_median"] > 0
+        assert m["commands_top_level"] > 0
+        for figure in ("worker_cpu_us", "redis_cpu_us", "worker_bytes_read"):
+            assert figure in m, figure
+    assert "resume at round 4" in table
+
+
+def test_idle_mode_counts_commands_and_fires_deadlines_once() -> None:
+    result, table = _bench(
+        "--mode", "idle", "--idle-workers", "1", "2", "--idle-partitions", "2",
+        "--runs", "20", "--spread", "0.3", "--idle-window", "0.3",
+    )  # fmt: skip
+    assert set(result["cells"]) == {"1x2", "2x2"}
+    for cell in result["cells"].values():
+        assert len(cell["commands_per_s_per_worker"]) == cell["workers"]
+        assert cell["commands_per_s"] >= 0 and cell["redis_executed_per_s"] >= 0
+        deadlines = cell["deadlines"]
+        assert deadlines["expired_once"] == 20, deadlines["problems"]
+        assert deadlines["early"] == 0
+        assert deadlines["lateness_ms"]["n"] == 20
+    assert result["problems"] == []
+    assert "deadline lateness" in table
+
+
+def test_ceiling_mode() -> None:
+    result, table = _bench("--mode", "ceiling", "--ceiling-scripts", "2000")
+    assert result["ceiling"]["scripts_per_s"] > 0
+    assert result["ceiling"]["lifecycles_per_s"] > 0
+    assert "ceiling" in table
+
+
+def test_report_prints_every_figure_in_one_run() -> None:
+    result, table = _bench(
+        "--quick", "--runs", "20", "--warmup", "5", "--probe", "3", "--idle-window", "0.2",
+        "--ceiling-scripts", "2000", "--round-points", "1", "3", "--samples", "2",
+        "--idle-workers", "1", "--idle-partitions", "2",
+        module="bench.report",
+    )  # fmt: skip
+    assert result["completed_once"] is True, result["problems"]
+    assert result["main_1_worker"]["completed_once"] == 20
+    assert result["main_2_workers"]["completed_once"] == 20
+    summary = result["summary"]
+    assert set(summary["lifecycles_per_s"]) == {"1", "2"}
+    assert set(summary["fraction_of_ceiling"]) == {"1", "2"}
+    assert set(summary["resume_ms_by_round"]) == {"1", "3"}
+    assert set(summary["idle_lateness_p99_ms"]) == {"1x2"}
+    for figure in ("bytes_per_suspended_run", "bytes_per_finished_run", "cpu_us_per_lifecycle"):
+        assert figure in summary, figure
+    # one table and one JSON line on stdout
+    assert table.count("== parley") == 1
