@@ -37,6 +37,7 @@ from runtime import (
     workflow,
 )
 from runtime.store.redis import script_source
+from runtime.store.redis._batch import Batcher
 
 WORKFLOW = "bench_hitl"
 # orjson.dumps({"state": "x" * 88}) is exactly 100 bytes: the checkpoint the targets name.
@@ -120,6 +121,7 @@ def _install_round_trip_counter() -> type[aioredis.Redis]:
     """Count this process's round trips; returns a client class that is not counted."""
     original: Any = aioredis.Redis.execute_command
     original_pipeline: Any = Pipeline.execute
+    original_batch: Any = Batcher._pipeline
 
     async def execute_command(self: aioredis.Redis, *args: Any, **options: Any) -> Any:
         name = str(args[0]).upper()
@@ -131,16 +133,27 @@ def _install_round_trip_counter() -> type[aioredis.Redis]:
 
     async def execute(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
         if self.command_stack:
-            # Deadline ticks and heartbeats are background; a pipeline the engine's
-            # batcher sends with claims/suspensions/completions is lifecycle work.
-            shas = {str(args[1]) for args, _ in self.command_stack if args[0] == "EVALSHA"}
-            round_trips["PIPELINE" if shas <= _BACKGROUND_SHAS else "PIPELINE:work"] += 1
+            round_trips["PIPELINE:other"] += 1
             round_trips["PIPELINE:commands"] += len(self.command_stack)
         result: list[Any] = await original_pipeline(self, raise_on_error)
         return result
 
+    async def batch(self: Batcher, calls: list[Any]) -> list[Any]:
+        # The script batcher writes its batches itself (runtime/store/redis/_batch.py).
+        # Deadline ticks and heartbeats are background; a batch with claims, suspensions
+        # or completions is lifecycle work; a lone lifecycle call is one EVALSHA.
+        shas = {call[0].sha for call in calls}
+        if shas <= _BACKGROUND_SHAS:
+            round_trips["PIPELINE"] += 1
+        else:
+            round_trips["EVALSHA" if len(calls) == 1 else "PIPELINE:work"] += 1
+        round_trips["PIPELINE:commands"] += len(calls)
+        result: list[Any] = await original_batch(self, calls)
+        return result
+
     aioredis.Redis.execute_command = execute_command  # type: ignore[method-assign]
     Pipeline.execute = execute  # type: ignore[method-assign]
+    Batcher._pipeline = batch  # type: ignore[method-assign]
     _install_byte_counter()
 
     class Uncounted(aioredis.Redis):

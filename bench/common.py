@@ -84,8 +84,9 @@ def _count_round_trips(rt: Runtime) -> Counter[str]:
     original_pipeline: Any = batcher._pipeline
 
     async def pipeline(calls: list[Any]) -> list[Any]:
-        if len(calls) > 1:  # a lone call goes through execute_command, counted above
-            counts["PIPELINE:work"] += 1
+        # The batcher writes its batches itself (runtime/store/redis/_batch.py): a lone
+        # call is one EVALSHA round trip, a larger batch one pipeline.
+        counts["EVALSHA" if len(calls) == 1 else "PIPELINE:work"] += 1
         result: list[Any] = await original_pipeline(calls)
         return result
 
