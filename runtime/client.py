@@ -1,20 +1,16 @@
-"""The client side of Parley: start runs, answer hooks, send messages, and the chat
-sessions' messages; the operator's calls (inspect, retry, restart, cancel) come from
-:mod:`runtime._operator`. Everything goes through the store protocol."""
+"""The client side of Parley: start runs, send messages, and the chat sessions' messages;
+answering hooks comes from :mod:`runtime._answers`, the operator's calls (inspect, retry,
+restart, cancel) from :mod:`runtime._operator`. Everything goes through the store protocol."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import functools
-import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, cast
 
-import jsonschema
-
 from . import tracing
+from ._answers import AnswerCalls
 from ._codec import (
     Duration,
     check_portable,
@@ -26,13 +22,6 @@ from ._codec import (
 )
 from ._operator import OperatorCalls
 from .errors import (
-    EventLimitExceeded,
-    HookAlreadyAnswered,
-    HookCancelled,
-    HookClosed,
-    HookExpired,
-    HookNotFound,
-    InvalidPayload,
     RunCancelled,
     RunFailed,
     RunFinished,
@@ -48,7 +37,6 @@ from .ids import (
     check_run_id,
     check_session_id,
     new_session_id,
-    parse_token,
 )
 from .models import RunStatus
 from .registry import get_workflow
@@ -62,8 +50,6 @@ from .settings import (
     Settings,
 )
 from .store import (
-    Answer,
-    ResumeOutcome,
     SendOutcome,
     Store,
     open_store,
@@ -90,7 +76,7 @@ class _Connect:
         return connect_new
 
 
-class Runtime(OperatorCalls):
+class Runtime(AnswerCalls, OperatorCalls):
     """A connection to a Parley store.
 
     ``redis_url`` is ``redis://...``, ``redis+cluster://...`` or ``memory://`` (default:
@@ -253,87 +239,6 @@ class Runtime(OperatorCalls):
         """Record the workflow names a worker can execute (see :meth:`start`)."""
         await self.store.announce_workflows(list(names))
 
-    async def resume_hook(
-        self, token: str, payload: Any, *, answered_by: str | None = None
-    ) -> bool:
-        """Deliver ``payload`` as the answer of the hook ``token``.
-
-        ``answered_by`` says who answered (``"link:<key id>"``, ``"session:<id>"``,
-        ``"key:<API key name>"``, or any short text): it is recorded in the
-        ``hook.received`` event, not compared between duplicate answers.
-
-        Returns True when the answer was recorded, False when the same answer had already
-        been accepted (idempotent). Raises InvalidToken, HookNotFound, RunNotFound,
-        HookAlreadyAnswered (a different answer was accepted), HookExpired/HookCancelled,
-        RunFinished, InvalidPayload/PayloadTooLarge; none of these changes anything.
-        """
-        if tracing.enabled():
-            with tracing.span("parley.resume_hook", attributes={"parley.token": token}):
-                return await self._resume_hook(token, payload, answered_by)
-        return await self._resume_hook(token, payload, answered_by)
-
-    async def _resume_hook(self, token: str, payload: Any, answered_by: str | None) -> bool:
-        run_id, hook_id = parse_token(token)
-        ids = {"run_id": run_id, "hook_id": hook_id}
-        trace = tracing.traceparent()
-        # the execution this answer wakes links to it (runtime.tracing)
-        traced = {} if trace is None else {"trace": trace}
-        encoded = encode_value(
-            payload,
-            what="hook payload",
-            limit=self.limits.max_payload_bytes,
-            max_depth=self.limits.max_depth,
-            **ids,
-        )
-        answer = Answer(
-            run_id=run_id,
-            hook_id=hook_id,
-            token=token,
-            payload=encoded,
-            digest=hashlib.sha1(encoded).hexdigest(),
-            event=encode_fragment(
-                "payload", encoded, hook_id=hook_id, **_answered_by(answered_by, **ids), **traced
-            ),
-            announcement=encode_fragment(
-                "payload", encoded, type="answered", run_id=run_id, token=token
-            ),
-        )
-        kept = self.retention_seconds
-        resumed = await self.store.resume(
-            answer, max_events=self.limits.max_events, retention_seconds=kept
-        )
-        if resumed.outcome is ResumeOutcome.NEEDS_VALIDATION:
-            _validate(resumed.schema or {}, payload, run_id, hook_id)
-            resumed = await self.store.resume(
-                dataclasses.replace(answer, validated=True),
-                max_events=self.limits.max_events,
-                retention_seconds=kept,
-            )
-        outcome = resumed.outcome
-        if outcome is ResumeOutcome.RECORDED:
-            return True
-        if outcome is ResumeOutcome.DUPLICATE:
-            return False
-        if outcome is ResumeOutcome.NO_RUN:
-            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-        if outcome is ResumeOutcome.NO_HOOK:
-            raise HookNotFound(f"run has no hook {hook_id!r}", **ids)
-        if outcome is ResumeOutcome.CONFLICT:
-            raise HookAlreadyAnswered("a different answer was already accepted", **ids)
-        if outcome is ResumeOutcome.EXPIRED:
-            raise HookExpired("the hook expired before this answer", **ids)
-        if outcome is ResumeOutcome.CLOSED:
-            raise HookClosed(
-                "another wait of the run finished first; the hook was withdrawn", **ids
-            )
-        if outcome is ResumeOutcome.CANCELLED:
-            raise HookCancelled("the run was cancelled; the hook no longer takes answers", **ids)
-        if outcome is ResumeOutcome.FINISHED:
-            raise RunFinished(f"run already {resumed.run_status}", **ids)
-        if outcome is ResumeOutcome.LIMIT:
-            raise EventLimitExceeded("the run reached its maximum number of events", **ids)
-        raise AssertionError(f"unexpected resume outcome {outcome!r}")
-
     async def wait(self, run_id: str, timeout: float = 30.0) -> Any:
         """Wait until the run finishes; return its result, or raise RunFailed /
         RunCancelled / WaitTimeout. Blocks on the run's event log (no polling)."""
@@ -407,37 +312,3 @@ class Runtime(OperatorCalls):
         return await self.store.post(
             check_session_id(session), data, retention_seconds=self.retention_seconds
         )
-
-
-MAX_ANSWERED_BY_CHARS = 200
-
-
-def _answered_by(answered_by: str | None, *, run_id: str, hook_id: str) -> dict[str, str]:
-    """The ``answered_by`` field of a ``hook.received`` event (absent when not given)."""
-    if answered_by is None:
-        return {}
-    if not isinstance(answered_by, str) or not 0 < len(answered_by) <= MAX_ANSWERED_BY_CHARS:
-        raise UsageError(
-            f"answered_by must be a string of 1 to {MAX_ANSWERED_BY_CHARS} characters, "
-            f"got {answered_by!r:.80}",
-            run_id=run_id,
-            hook_id=hook_id,
-        )
-    return {"answered_by": answered_by}
-
-
-def _validate(schema: dict[str, Any], payload: Any, run_id: str, hook_id: str) -> None:
-    validator = _validator(encode_value(schema, what="schema", limit=1 << 30).decode())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(payload))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        raise InvalidPayload(
-            f"answer does not match the hook's schema at {where}: {error.message}",
-            run_id=run_id,
-            hook_id=hook_id,
-        )
-
-
-@functools.lru_cache(maxsize=256)  # bounded: schemas may be generated per question
-def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(loads(schema_json))
