@@ -194,6 +194,10 @@ class Store(Protocol):
     async def ping(self) -> None:
         """Raise :class:`~runtime.errors.StoreUnavailable` unless the store answers."""
 
+    async def settings_advice(self) -> list[tuple[str, str, str, str]]:
+        """``(setting, its value, the value recommended, why)`` for each setting of the
+        store's server that Parley recommends and that is not in effect ([] if unknown)."""
+
     # runs --------------------------------------------------------------------------
     def new_run_id(self, session: str | None, idempotency_key: str | None = None) -> str:
         """A fresh run id (the same one for the same ``idempotency_key``); a session's runs

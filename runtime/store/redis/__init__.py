@@ -34,6 +34,7 @@ from ..base import (
     Sent,
 )
 from . import _archive, _decode, _keys, _records, _scripts
+from ._advice import AdviceStore
 from ._batch import Batcher, Script
 from ._calls import store_call
 from ._compaction import archive_key
@@ -80,7 +81,7 @@ class Scripts:
     compact: Script
 
 
-class RedisStore(ExecutionStore, SessionStore, InspectionStore):
+class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
     """:class:`runtime.store.Store` on Redis. ``client`` and ``keys`` are public for
     operators and tests that look at the raw data."""
 
