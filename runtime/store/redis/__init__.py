@@ -8,6 +8,7 @@ serves one Redis server, a Redis Cluster (``redis+cluster://``) and the embedded
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
@@ -15,9 +16,9 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
-from ...errors import StoreUnavailable
+from ...errors import ParleyError, StoreUnavailable
 from ...ids import new_run_id
 from ...models import HookStatus, RunStatus
 from ...settings import TASKS_GROUP
@@ -142,6 +143,9 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
 
     async def close(self) -> None:
         if self._client is not None:
+            # the runs that ended here and wait for their compaction: now or never
+            with contextlib.suppress(ParleyError, RedisError, OSError):
+                await self.flush_compactions()
             await self._client.aclose()
             self._client = None
             self._scripts = None
@@ -304,7 +308,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         outcome = CancelOutcome(reply[0].decode())
         status = reply[1].decode() if outcome is CancelOutcome.FINISHED else None
         if outcome is CancelOutcome.CANCELLED:
-            await self.compact([_decode.text(ended) for ended in reply[1]])
+            await self.compact([_decode.text(ended) for ended in reply[1]], later=True)
         return Cancelled(outcome, status)
 
     async def send(self, run_id: str, topic: str, event: bytes) -> Sent:

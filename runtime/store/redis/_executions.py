@@ -187,7 +187,7 @@ class ExecutionStore(CompactionStore):
         if kind == b"limit":
             return Applied(ApplyOutcome.LIMIT)
         if len(reply) > 3:  # the run ended: the script returned its log and hooks
-            await self._compact_ended(run_id, reply[3], reply[4])
+            self._compact_later(run_id, reply[3], reply[4])
         return Applied(
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
             last_id=reply[1].decode() or None,

@@ -20,7 +20,7 @@ from runtime import (
 )
 from runtime.errors import HookAlreadyAnswered
 from runtime.models import Event, HookStatus, RunStatus
-from runtime.store.redis import RedisStore
+from runtime.store.redis import RedisStore, _archive
 from tests.helpers import running
 from tests.raw_redis import raw
 
@@ -74,6 +74,10 @@ async def test_bench_run_costs_at_most_1kb_once_finished(redis_url: str) -> None
             suspended = await _bytes(store.client, _run_key_names(store, run_id))
             await rt.resume_hook(token, {"ok": True})
             assert await rt.wait(run_id) == {"ok": True}
+            # compacted a few seconds after its end (waiters on its stream see its end)
+            keys = store.run_keys(run_id)
+            assert await store.client.exists(keys.events, keys.hooks) == 2
+            assert await store.flush_compactions() == 1
         finished = await _bytes(store.client, _run_key_names(store, run_id))
         print(f"MEMORY USAGE of a bench-like run: suspended {suspended} B, finished {finished} B")
         assert finished <= 1024
@@ -106,6 +110,7 @@ async def test_history_and_hooks_read_the_same_after_compaction(rt: Runtime) -> 
         await rt.resume_hook(token, {"ok": True, "n": 2**53})
         assert await rt.wait(run_id) == {"ok": True, "n": 2**53}
     store = raw(rt)
+    assert await store.flush_compactions() == 1
     keys = store.run_keys(run_id)
     assert await store.client.exists(keys.events, keys.hooks) == 0
     assert await store.client.exists(store.keys.key("archive", keys.partition, run_id=run_id))
@@ -136,6 +141,10 @@ async def _ended_uncompacted(store: RedisStore, run_id: str, status: str) -> Non
     await store.client.hset(keys.hooks, "h", 'R-{"name":"h"}')
 
 
+def _args(entries: list[Any], hooks: list[bytes]) -> list[Any]:
+    return [entries[-1][0], len(entries), len(hooks) // 2, _archive.pack(entries, hooks)]
+
+
 async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime) -> None:
     store = raw(rt)
     run_id = store.new_run_id(None)
@@ -146,13 +155,13 @@ async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime)
     hooks = [b"h", b'R-{"name":"h"}']
     # an event lands between the read and the swap: the swap refuses, nothing is lost
     await store.client.xadd(keys.events, {"t": "timer.fired", "d": "{}"})
-    assert not await store._compact_ended(run_id, entries, hooks)
+    assert not await store._compact_now([(0, keys, _args(entries, hooks))])
     assert await store.client.xlen(keys.events) == 4
     # a hook written between the read and the swap: refused too
     await store.client.hset(keys.hooks, "h2", 'P-{"name":"h2"}')
     stream = await store.client.xrange(keys.events)
     entries = [(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream]
-    assert not await store._compact_ended(run_id, entries, hooks)
+    assert not await store._compact_now([(0, keys, _args(entries, hooks))])
     # read again: compacted, with all of it
     before = await rt.events(run_id)
     assert await store.compact([run_id]) == 1
@@ -182,6 +191,7 @@ async def test_a_cancelled_run_and_its_log_are_compacted(rt: Runtime) -> None:
         before = await rt.events(run_id)
         await rt.cancel(run_id)
     store = raw(rt)
+    assert await store.flush_compactions() == 1
     keys = store.run_keys(run_id)
     assert await store.client.exists(keys.events, keys.hooks, keys.ckpt) == 0
     after = await rt.events(run_id)
@@ -190,3 +200,24 @@ async def test_a_cancelled_run_and_its_log_are_compacted(rt: Runtime) -> None:
     assert isinstance(after[-1], Event)
     info = await rt.get_run(run_id)
     assert info is not None and [h.status for h in info.hooks] == [HookStatus.CANCELLED]
+
+
+async def test_a_waiter_that_blocks_on_the_stream_just_after_the_end_sees_it(rt: Runtime) -> None:
+    """Runtime.wait reads the run's state, then blocks on its stream from the last event
+    it saw: the stream is still there for the delay, so a read issued just after the run
+    ended returns at once (on a stream already gone it would block for its timeout)."""
+    worker = Worker(rt, timer_tick=0.01)
+    async with running(worker):
+        run_id, token = await _suspended(rt)
+        snapshot = await rt.store.run_snapshot(run_id)
+        await rt.resume_hook(token, "yes")
+        while (await rt.store.run_snapshot(run_id)).status is not RunStatus.COMPLETED:
+            await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await rt.store.wait_for_events(run_id, snapshot.last_event_id, 5_000)
+        assert loop.time() - started < 1
+    store = raw(rt)
+    assert await store.flush_compactions() == 1
+    after = await rt.store.run_snapshot(run_id)
+    assert after.status is RunStatus.COMPLETED and after.last_event_id != snapshot.last_event_id

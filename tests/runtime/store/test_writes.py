@@ -395,7 +395,8 @@ async def test_finishing_cleans_what_the_run_left(rt: Runtime) -> None:
     assert b"dl" not in run and b"lease" not in run and b"msg" not in run
     # checkpoints go; pending hooks close (record, index, deadlines), so does the timer
     assert await client.exists(keys.ckpt) == 0
-    # (the ended run is compacted: its log and hooks are in its archive now)
+    # (the ended run is compacted, a moment later: its log and hooks go to its archive)
+    assert await store.flush_compactions() == 1
     _, _, hooks = await store.read_log(run_id, with_events=False)
     assert {hook_id: record[:1] for hook_id, record in hooks.items()} == {
         b"s-0.approve": b"C",
