@@ -3,9 +3,9 @@
 -- is left of their checkpoints: ~0.6 KB of Redis per run for the retention instead of ~5 KB.
 -- Race closed: a run's log or hooks changing between the read its blob was made from and
 -- this swap (a late event, a second compaction, a run that is no longer ended): a run is
--- swapped only while it is ended, has no archive yet, and its log's last id and length and
--- its hooks' count are the ones its blob was made from; otherwise nothing of it changes and
--- it stays readable as it is. (An ended run's hooks do not change: every script that
+-- swapped only while it is ended and its log's last id and length and its hooks' count are
+-- the ones its blob was made from (a compacted run has no log left to match); otherwise
+-- nothing of it changes and it stays readable as it is. (An ended run's hooks do not change: every script that
 -- writes a hook checks first that its run has not ended.)
 -- KEYS: per run (all in one partition): its hash, events, hooks, checkpoints, archive.
 -- ARGV: per run: the log's last id, its length, the hooks hash's field count, the blob.
@@ -17,16 +17,19 @@ for r = 0, #KEYS / 5 - 1 do
   local last_id, length, nhooks = ARGV[4 * r + 1], tonumber(ARGV[4 * r + 2]),
     tonumber(ARGV[4 * r + 3])
   local status = redis.call('HGET', run, 'status')
-  if status and FINISHED[status] and redis.call('EXISTS', archive) == 0 then
+  if status and FINISHED[status] then
     local last = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
     if last[1] and last[1][1] == last_id and redis.call('XLEN', events) == length
         and redis.call('HLEN', hooks) == nhooks then
-      redis.call('SET', archive, ARGV[4 * r + 4])
-      -- what lua/wait_state.lua reports as the run's last event id once the stream is gone
-      redis.call('HSET', run, 'last', last_id)
       -- expires with the run's other keys (end_run set their expiry)
       local ttl = redis.call('PTTL', run)
-      if ttl > 0 then redis.call('PEXPIRE', archive, ttl) end
+      if ttl > 0 then
+        redis.call('SET', archive, ARGV[4 * r + 4], 'PX', ttl)
+      else
+        redis.call('SET', archive, ARGV[4 * r + 4])
+      end
+      -- what lua/wait_state.lua reports as the run's last event id once the stream is gone
+      redis.call('HSET', run, 'last', last_id)
       redis.call('DEL', events, hooks, ckpt)
       done = done + 1
     end
