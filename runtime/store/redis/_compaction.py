@@ -14,6 +14,7 @@ leaves its runs as they were: bigger, but read the same way."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import defaultdict, deque
 from collections.abc import Sequence
@@ -59,7 +60,9 @@ class CompactionStore(StorePart):
             self._due = deque()
         self._due.append((loop.time() + self.compact_delay, self._run(run_id), args))
         if self._compactor is None or self._compactor.done():
-            self._compactor = loop.create_task(self._compact_when_due())
+            # In a context of its own: the task must not hold (nor be adopted by, see
+            # runtime/engine/tasks.py) the execution whose end made it start.
+            self._compactor = contextvars.Context().run(loop.create_task, self._compact_when_due())
 
     async def _compact_when_due(self) -> None:
         due = self._due

@@ -221,3 +221,38 @@ async def test_a_waiter_that_blocks_on_the_stream_just_after_the_end_sees_it(rt:
     assert await store.flush_compactions() == 1
     after = await rt.store.run_snapshot(run_id)
     assert after.status is RunStatus.COMPLETED and after.last_event_id != snapshot.last_event_id
+
+
+@step
+async def fetch_note() -> str:
+    return "fetched"
+
+
+@workflow(name="compaction_two_steps")
+async def compaction_two_steps() -> Any:
+    note = await fetch_note()
+    return [note, await converse()]
+
+
+async def test_a_compacted_run_can_be_restarted_and_forked(rt: Runtime) -> None:
+    """restart reads the old run's log (from its archive now) and copies what comes
+    before the chosen step into the new run."""
+    worker = Worker(rt, timer_tick=0.01)
+    async with running(worker):
+        run_id = await rt.start(compaction_two_steps)
+        while not [h for h in await rt.list_hooks() if h.run_id == run_id]:
+            await asyncio.sleep(0.02)
+        [hook] = [h for h in await rt.list_hooks() if h.run_id == run_id]
+        await rt.resume_hook(hook.token, "first")
+        assert await rt.wait(run_id) == ["fetched", "first"]
+        assert await raw(rt).flush_compactions() >= 1
+        fork = await rt.restart(run_id, from_step="converse")
+        copied = await rt.events(fork)
+        assert copied is not None and "step.completed" in [e.type for e in copied]
+        while not [h for h in await rt.list_hooks() if h.run_id == fork]:
+            await asyncio.sleep(0.02)
+        [again] = [h for h in await rt.list_hooks() if h.run_id == fork]
+        await rt.resume_hook(again.token, "second")
+        assert await rt.wait(fork) == ["fetched", "second"]
+    info = await rt.get_run(run_id)
+    assert info is not None and info.restarted_as == fork
