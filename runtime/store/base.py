@@ -342,6 +342,11 @@ class Store(Protocol):
 
     async def stats(self) -> dict[str, int]: ...
 
+    async def compact_ended(self) -> int:
+        """Compact every ended run not compacted yet (the process that ended it stopped
+        within seconds of its end), by a scan of the store (an operator's tool); returns
+        how many were compacted."""
+
     # chat sessions -----------------------------------------------------------------
     async def create_session(self, session: str, ttl_seconds: int) -> None: ...
 

@@ -23,7 +23,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from ...errors import ParleyError
-from ...models import Event
+from ...models import FINISHED_STATUSES, Event
 from . import _archive, _decode, _keys
 from ._part import StorePart
 
@@ -37,6 +37,8 @@ COMPACT_DELAY_SECONDS = 5.0
 def archive_key(keys: _keys.RunKeys) -> str:
     return _keys.key("archive", keys.partition, run_id=keys.run_id)
 
+
+_ENDED = {status.value.encode() for status in FINISHED_STATUSES}
 
 # a run to compact: (when, its keys, its ARGV for lua/compact.lua)
 _Due = tuple[float, _keys.RunKeys, list[Any]]
@@ -124,6 +126,26 @@ class CompactionStore(StorePart):
                 args = [entries[-1][0], len(entries), len(hooks) // 2]
                 batch.append((0.0, keys, [*args, _archive.pack(entries, hooks)]))
         return await self._compact_now(batch) if batch else 0
+
+    async def compact_ended(self) -> int:
+        """Compact every ended run that still has its stream (its process stopped within
+        the delay): a scan of the store, O(keys), for operators (``parley runs compact``)."""
+        pattern = _keys.partition_prefix(0).replace("{p:0}", "{p:*}") + _keys.TEMPLATES[
+            "events"
+        ].format(run_id="*")
+        run_ids = []
+        async for key in self.client.scan_iter(match=pattern, count=1000):
+            run_ids.append(key.decode().rsplit(":run:", 1)[1].removesuffix(":events"))
+        compacted = 0
+        for i in range(0, len(run_ids), 500):
+            chunk = run_ids[i : i + 500]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for run_id in chunk:
+                    pipe.hget(self._run(run_id).run, "status")
+                statuses = await pipe.execute()
+            ended = [r for r, s in zip(chunk, statuses, strict=True) if s in _ENDED]
+            compacted += await self.compact(ended)
+        return compacted
 
     async def read_log(
         self, run_id: str, *, with_events: bool = True

@@ -256,3 +256,20 @@ async def test_a_compacted_run_can_be_restarted_and_forked(rt: Runtime) -> None:
         assert await rt.wait(fork) == ["fetched", "second"]
     info = await rt.get_run(run_id)
     assert info is not None and info.restarted_as == fork
+
+
+async def test_the_operator_compacts_the_ended_runs_left_uncompacted(rt: Runtime) -> None:
+    """Runs whose process stopped within the delay keep their stream: one scan compacts
+    the ended ones, and only those."""
+    store = raw(rt)
+    left = {status: store.new_run_id(None) for status in RunStatus}
+    for status, run_id in left.items():
+        await _ended_uncompacted(store, run_id, status.value)
+    before = {run_id: await rt.events(run_id) for run_id in left.values()}
+    ended = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+    assert await rt.compact_ended() == len(ended)
+    for status, run_id in left.items():
+        keys = store.run_keys(run_id)
+        assert await store.client.exists(keys.events) == (0 if status in ended else 1)
+        assert await rt.events(run_id) == before[run_id]
+    assert await rt.compact_ended() == 0
