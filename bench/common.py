@@ -62,9 +62,22 @@ class Env:
         out: list[list[Any]] = []
         for i in range(0, len(run_ids), batch):
             chunk = run_ids[i : i + batch]
-            out += await self.observer.pipeline(
+            replies = await self.observer.pipeline(
                 [("XRANGE", keys.run_keys(r, self.partitions).events, "-", "+") for r in chunk]
             )
+            # a run compacted a few seconds after its end has its log in its archive
+            # (runtime/store/redis/_compaction.py): read it through the store
+            compacted = [r for r, entries in zip(chunk, replies, strict=True) if not entries]
+            logs = await asyncio.gather(*(self.rt.store.events(r) for r in compacted))
+            archived = {
+                r: [
+                    (e.id.encode(), {b"t": e.type.encode(), b"d": orjson.dumps(e.data)})
+                    for e in log
+                ]
+                for r, log in zip(compacted, logs, strict=True)
+                if log
+            }
+            out += [archived.get(r, entries) for r, entries in zip(chunk, replies, strict=True)]
         return out
 
 

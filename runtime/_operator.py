@@ -140,6 +140,12 @@ class OperatorCalls:
             return await self.store.list_runs(wanted, limit, version, _tag_pair(tag))
         return await self.store.list_runs(wanted, limit, version)
 
+    async def compact_ended(self) -> int:
+        """Compact the ended runs left uncompacted (a worker that stopped within seconds of
+        their end): their logs and hooks into one archive each, read back the same. A scan
+        of the store: an operator's tool. Returns how many runs were compacted."""
+        return await self.store.compact_ended()
+
     async def stats(self) -> dict[str, int]:
         """Store-wide counters: runs started/completed/failed/cancelled since the store
         began, runs suspended, blocked and parked now, and hooks pending now."""

@@ -114,6 +114,13 @@ class Metrics:
             ["loop"],
             registry=self.registry,
         )
+        self.setting_advice = Gauge(
+            "parley_redis_setting_not_recommended",
+            "1 for each Redis setting Parley recommends that the server does not have "
+            "(checked once when the worker starts; the worker's log says why)",
+            ["setting"],
+            registry=self.registry,
+        )
         self.lease_losses = Counter(
             "parley_lease_losses",
             "Executions abandoned because another worker or a cancel took the run",

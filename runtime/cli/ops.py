@@ -51,6 +51,11 @@ def add_commands(sub: Any, add_common: Any) -> None:
         "export", help="a run and its whole log as JSON (for `parley replay --file`)"
     )
     export.add_argument("run_id")
+    compact = runs_sub.add_parser(
+        "compact",
+        help="compact the ended runs left uncompacted (their worker stopped within seconds "
+        "of their end); a scan of the store",
+    )
 
     hooks = sub.add_parser("hooks", help="list and answer hooks")
     hooks_sub = hooks.add_subparsers(dest="action", required=True)
@@ -60,7 +65,7 @@ def add_commands(sub: Any, add_common: Any) -> None:
     resume = hooks_sub.add_parser("resume", help="answer a hook (the same resume_hook path)")
     resume.add_argument("token")
     resume.add_argument("--payload", required=True, help="the answer, as JSON")
-    for parser in (listing, show, cancel, retry, restart, export, hooks_list, resume):
+    for parser in (listing, show, cancel, retry, restart, export, compact, hooks_list, resume):
         add_common(parser)
         add_allow_memory(parser)
         parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -211,6 +216,15 @@ async def _runs_export(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _runs_compact(rt: Runtime, args: argparse.Namespace) -> int:
+    compacted = await rt.compact_ended()
+    if args.json:
+        _print_json({"compacted": compacted})
+    else:
+        print(f"{compacted} ended runs compacted")
+    return 0
+
+
 async def _hooks_list(rt: Runtime, args: argparse.Namespace) -> int:
     tag = None if args.tag is None else parse_tag(args.tag, "=")
     hooks = await rt.list_hooks(tag=tag)
@@ -240,6 +254,7 @@ async def _hooks_resume(rt: Runtime, args: argparse.Namespace) -> int:
 _COMMANDS = {
     ("runs", "list"): _runs_list,
     ("runs", "show"): _runs_show,
+    ("runs", "compact"): _runs_compact,
     ("runs", "cancel"): _runs_cancel,
     ("runs", "retry"): _runs_retry,
     ("runs", "restart"): _runs_restart,

@@ -194,6 +194,10 @@ class Store(Protocol):
     async def ping(self) -> None:
         """Raise :class:`~runtime.errors.StoreUnavailable` unless the store answers."""
 
+    async def settings_advice(self) -> list[tuple[str, str, str, str]]:
+        """``(setting, its value, the value recommended, why)`` for each setting of the
+        store's server that Parley recommends and that is not in effect ([] if unknown)."""
+
     # runs --------------------------------------------------------------------------
     def new_run_id(self, session: str | None, idempotency_key: str | None = None) -> str:
         """A fresh run id (the same one for the same ``idempotency_key``); a session's runs
@@ -337,6 +341,11 @@ class Store(Protocol):
         away or its keys expire after it ended (the retention)."""
 
     async def stats(self) -> dict[str, int]: ...
+
+    async def compact_ended(self) -> int:
+        """Compact every ended run not compacted yet (the process that ended it stopped
+        within seconds of its end), by a scan of the store (an operator's tool); returns
+        how many were compacted."""
 
     # chat sessions -----------------------------------------------------------------
     async def create_session(self, session: str, ttl_seconds: int) -> None: ...

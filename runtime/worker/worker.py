@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import secrets
 import socket
@@ -35,6 +36,8 @@ from .consumer import TaskConsumer
 from .deadlines import DeadlineLoop
 from .leases import LeaseKeeper
 from .supervisor import Loop, supervise
+
+log = logging.getLogger("parley.worker")
 
 
 class Worker:
@@ -74,6 +77,7 @@ class Worker:
         self.metrics = Metrics()
         self._stopping = asyncio.Event()
         self.ready = asyncio.Event()  # set once connected, announced and consuming
+        self._advised = False  # the Redis settings were checked (once per process)
         visibility = (
             visibility_timeout if visibility_timeout is not None else (runtime.lease_ms / 1000)
         )
@@ -148,8 +152,21 @@ class Worker:
                 await backoff.wait(exc)
                 continue
             backoff.reset()
+            await self._advise()
             return True
         return False
+
+    async def _advise(self) -> None:
+        """Tell the operator, once per process, of each Redis setting Parley recommends
+        that is not in effect: a warning and ``parley_redis_setting_not_recommended``."""
+        if self._advised:
+            return
+        self._advised = True
+        for setting, value, wanted, why in await self.runtime.store.settings_advice():
+            log.warning(
+                "Redis setting %s is %r; Parley recommends %r: %s", setting, value, wanted, why
+            )
+            self.metrics.setting_advice.labels(setting).set(1)
 
     async def _announce_loop(self, stopping: asyncio.Event) -> None:
         # Also on a schedule: the announcement can be lost without this worker seeing an

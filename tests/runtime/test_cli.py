@@ -9,6 +9,7 @@ from typing import Any
 
 from runtime import Runtime, Worker, step, step_hook, workflow
 from tests.processes import PARTITIONS, ROOT
+from tests.raw_redis import raw
 
 
 @step
@@ -88,6 +89,15 @@ async def test_runs_and_hooks_commands(redis_url: str) -> None:
         detail = json.loads(parley(redis_url, "runs", "show", answered, "--json").stdout)
         assert detail["result"] == {"ok": True}
         assert [e["type"] for e in detail["events"]][-1] == "workflow.completed"
+        # compacted (its log and hooks in one archive): shown the same
+        compacted = parley(redis_url, "runs", "compact", "--json")
+        assert json.loads(compacted.stdout) == {"compacted": 1}, compacted.stderr
+        assert json.loads(parley(redis_url, "runs", "show", answered, "--json").stdout) == detail
+        # (the CLI process that cancelled it compacted it when it closed its store)
+        keys = raw(rt).run_keys(doomed)
+        assert await raw(rt).client.exists(keys.events, keys.hooks) == 0
+        gone = json.loads(parley(redis_url, "runs", "show", doomed, "--json").stdout)
+        assert [e["type"] for e in gone["events"]][-1] == "workflow.cancelled"
 
         missing = parley(redis_url, "runs", "show", "r-" + "0" * 24, "--json")
         assert missing.returncode == 1 and json.loads(missing.stdout)["error"] == "run_not_found"

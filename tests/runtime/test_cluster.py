@@ -24,6 +24,7 @@ from runtime import (
 )
 from tests.helpers import running
 from tests.processes import PARTITIONS, WorkerProcess
+from tests.raw_redis import raw
 from tests.redis_servers import RedisCluster
 
 pytestmark = pytest.mark.e2e
@@ -77,6 +78,10 @@ async def test_hitl_lifecycle_on_cluster(crt: Runtime) -> None:
     assert setups == ["setup"] * 8
     outbox = [m["type"] for _, m in await crt.read_outbox(session)]
     assert outbox == ["prompt", "answered", "status"]  # the outbox shares the run's slot
+    # the ended runs compacted, one script per partition: each a single slot
+    before = {run_id: await crt.events(run_id) for run_id in run_ids}
+    assert await raw(crt).flush_compactions() == 8
+    assert {run_id: await crt.events(run_id) for run_id in run_ids} == before
 
 
 async def test_runs_spread_over_the_cluster_nodes(crt: Runtime, cluster: RedisCluster) -> None:

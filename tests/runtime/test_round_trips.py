@@ -175,6 +175,8 @@ async def test_hitl_lifecycle_round_trips(
         "apply",  # suspend + XACK (with the hook, the deferred checkpoint and the event)
         *DRAIN_FINDS_NOTHING,
     ]
+    # (the ended run's compaction, one script per partition for all the runs that ended
+    # in a few seconds, comes later: runtime/store/redis/_compaction.py)
     assert after_answer == ["resume", *DRAIN_READS_TASK, "claim", "apply", *DRAIN_FINDS_NOTHING]
 
     # start, claim+load, [persist hook,] suspend+ack, answer, claim+load, finish+ack: one

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from starlette.testclient import TestClient
+
+from runtime import Runtime
+from tests.raw_redis import raw
 
 from .conftest import AUTH, events, start_approval, wait_run
 
@@ -65,6 +69,25 @@ def test_start_run_get_result_and_events(client: TestClient) -> None:
     assert run["error"] is None and run["pending_hooks"] == []
     types = [e["type"] for e in events(client, run_id)]
     assert types[0] == "workflow.started" and types[-1] == "workflow.completed"
+
+
+def test_a_compacted_run_reads_the_same(client: TestClient, redis_url: str) -> None:
+    """An ended run's log and hooks compacted into its archive: the events API and the
+    run view return what they returned before."""
+    run_id, token = start_approval(client)
+    r = client.post(f"/api/hooks/{token}", json={"payload": {"ok": True}}, headers=AUTH)
+    assert r.status_code < 300, r.text
+    wait_run(client, run_id, lambda run: run["status"] == "completed")
+    before_events = events(client, run_id)
+    before_run = client.get(f"/api/runs/{run_id}", headers=AUTH).json()
+
+    async def compact() -> int:
+        async with Runtime(redis_url, partitions=4) as rt:
+            return await raw(rt).compact([run_id])
+
+    assert asyncio.run(compact()) == 1
+    assert events(client, run_id) == before_events
+    assert client.get(f"/api/runs/{run_id}", headers=AUTH).json() == before_run
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ serves one Redis server, a Redis Cluster (``redis+cluster://``) and the embedded
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
@@ -15,11 +16,11 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
-from ...errors import StoreUnavailable
+from ...errors import ParleyError, StoreUnavailable
 from ...ids import new_run_id
-from ...models import RunStatus
+from ...models import HookStatus, RunStatus
 from ...settings import TASKS_GROUP
 from ..base import (
     Answer,
@@ -33,9 +34,11 @@ from ..base import (
     SendOutcome,
     Sent,
 )
-from . import _decode, _keys, _records, _scripts
+from . import _archive, _decode, _keys, _records, _scripts
+from ._advice import AdviceStore
 from ._batch import Batcher, Script
 from ._calls import store_call
+from ._compaction import archive_key
 from ._connect import connect, durability_of, is_cluster_url
 from ._durability import ReplicatedBatcher
 from ._executions import ExecutionStore
@@ -76,9 +79,10 @@ class Scripts:
     start: Script
     wait_state: Script
     post: Script
+    compact: Script
 
 
-class RedisStore(ExecutionStore, SessionStore, InspectionStore):
+class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
     """:class:`runtime.store.Store` on Redis. ``client`` and ``keys`` are public for
     operators and tests that look at the raw data."""
 
@@ -139,6 +143,9 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
 
     async def close(self) -> None:
         if self._client is not None:
+            # the runs that ended here and wait for their compaction: now or never
+            with contextlib.suppress(ParleyError, RedisError, OSError):
+                await self.flush_compactions()
             await self._client.aclose()
             self._client = None
             self._scripts = None
@@ -260,12 +267,37 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
                 retention_seconds,
             ],
         )
+        if reply[0] == b"archived":
+            return await self._resume_archived(answer, reply[1].decode())
         outcome = ResumeOutcome(reply[0].decode())
         if outcome is ResumeOutcome.NEEDS_VALIDATION:
             return Resumed(outcome, schema=_records.schema_of(reply[1]))
         if outcome is ResumeOutcome.FINISHED:
             return Resumed(outcome, run_status=reply[1].decode())
         return Resumed(outcome)
+
+    async def _resume_archived(self, answer: Answer, status: str) -> Resumed:
+        """An answer to a hook of an ended, compacted run: the outcome lua/resume.lua gives
+        for the same hook in the hash, from the archive. (An ended run changes no more, so
+        reading it after the script is reading it at the script's instant.)"""
+        blob: Any = await self.client.get(archive_key(self._run(answer.run_id)))
+        hooks = _archive.hooks(blob) if blob is not None else {}
+        record = hooks.get(answer.hook_id.encode())
+        if record is None:
+            return Resumed(ResumeOutcome.NO_HOOK)
+        state = record[:1].decode()
+        letters = _records.STATE_LETTERS
+        if state == letters[HookStatus.RECEIVED]:
+            digest = hooks.get((answer.hook_id + _records.DIGEST_SUFFIX).encode())
+            same = digest is not None and digest.decode() == answer.digest
+            return Resumed(ResumeOutcome.DUPLICATE if same else ResumeOutcome.CONFLICT)
+        if state == letters[HookStatus.EXPIRED]:
+            return Resumed(ResumeOutcome.EXPIRED)
+        if state == letters[HookStatus.CLOSED]:
+            return Resumed(ResumeOutcome.CLOSED)
+        if status != RunStatus.CANCELLED.value or state != letters[HookStatus.CANCELLED]:
+            return Resumed(ResumeOutcome.FINISHED, run_status=status)
+        return Resumed(ResumeOutcome.CANCELLED)
 
     async def cancel(
         self, run_id: str, *, event: bytes, message: bytes, retention_seconds: int
@@ -277,6 +309,8 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore):
         )
         outcome = CancelOutcome(reply[0].decode())
         status = reply[1].decode() if outcome is CancelOutcome.FINISHED else None
+        if outcome is CancelOutcome.CANCELLED:
+            await self.compact([_decode.text(ended) for ended in reply[1]], later=True)
         return Cancelled(outcome, status)
 
     async def send(self, run_id: str, topic: str, event: bytes) -> Sent:

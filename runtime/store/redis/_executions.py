@@ -17,12 +17,12 @@ from ..base import Applied, ApplyOutcome, Claim, ClaimStatus, DueReport, Finish,
 from ..writes import HookSpec, Op, Writes
 from . import _decode, _keys, _records
 from ._calls import store_call
-from ._part import StorePart
+from ._compaction import CompactionStore
 
 log = logging.getLogger("parley.store")
 
 
-class ExecutionStore(StorePart):
+class ExecutionStore(CompactionStore):
     """The executions part of :class:`~runtime.store.redis.RedisStore`."""
 
     async def _repair_groups(self, exc: ResponseError) -> StoreReset:
@@ -186,6 +186,8 @@ class ExecutionStore(StorePart):
             return Applied(ApplyOutcome.LOST)
         if kind == b"limit":
             return Applied(ApplyOutcome.LIMIT)
+        if len(reply) > 3:  # the run ended: the script returned its log and hooks
+            self._compact_later(run_id, reply[3], reply[4])
         return Applied(
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
             last_id=reply[1].decode() or None,

@@ -4,17 +4,16 @@ and the store-wide counters (the operator's and the server's views)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from ..._codec import loads
 from ...ids import RUN_ID_RE, parse_token
 from ...models import Event, HookInfo, RunInfo, RunStatus
-from . import _decode, _keys, _records
+from . import _archive, _decode, _keys, _records
 from ._calls import store_call
-from ._part import StorePart
+from ._compaction import CompactionStore, archive_key
 
 
-class InspectionStore(StorePart):
+class InspectionStore(CompactionStore):
     """The inspection part of :class:`~runtime.store.redis.RedisStore`."""
 
     @store_call
@@ -24,9 +23,12 @@ class InspectionStore(StorePart):
             pipe.hgetall(keys.run)
             pipe.hgetall(keys.hooks)
             pipe.smembers(_keys.key("children", keys.partition, run_id=run_id))
-            run, hooks, children = await pipe.execute()
+            pipe.get(archive_key(keys))
+            run, hooks, children, blob = await pipe.execute()
         if not run:
             return None
+        if blob is not None:  # an ended run, compacted (._compaction)
+            hooks = _archive.hooks(blob)
         info = _decode.run_info(run_id, run, hooks)
         if children:
             info = dataclasses.replace(info, child_run_ids=sorted(c.decode() for c in children))
@@ -34,22 +36,17 @@ class InspectionStore(StorePart):
 
     @store_call
     async def events(self, run_id: str) -> list[Event] | None:
-        keys = self._run(run_id)
-        entries: Any = await self.client.xrange(keys.events)
-        if not entries and not await self.client.exists(keys.run):
+        exists, events, _ = await self.read_log(run_id)
+        if not events and not exists:
             return None
-        return _decode.events(entries)
+        return events
 
     @store_call
     async def run_hooks(self, run_id: str) -> list[HookInfo] | None:
-        keys = self._run(run_id)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.exists(keys.run)
-            pipe.hget(keys.run, "session")
-            pipe.hgetall(keys.hooks)
-            exists, session, hooks = await pipe.execute()
+        exists, _, hooks = await self.read_log(run_id, with_events=False)
         if not exists:
             return None
+        session = await self.client.hget(self._run(run_id).run, "session")
         return _records.decode_all(run_id, hooks, _decode.opt_text(session))
 
     @store_call

@@ -21,8 +21,14 @@ WORKFLOWS_KEY = f"{PREFIX}:workflows"
 # Keys inside a partition, after its prefix "parley:{p:N}:". The Lua header gets one
 # function per template (``key_<name>(prefix, ...)``), so no script spells a key itself.
 TEMPLATES = {
-    "run": "run:{run_id}",  # hash: status, workflow, session, result, lease, fence, count
+    "run": "run:{run_id}",  # hash: status, workflow, session, result, lease, fence, count, last
     "events": "run:{run_id}:events",  # stream: the run's event log (the source of truth)
+    # stream: a moment's copy of ``events`` made inside one script, to store it at its used
+    # size (lua/lib.lua's shrink_events); never exists between two scripts
+    "events_copy": "run:{run_id}:events:copy",
+    # string: a finished run's log and hooks, compacted into one blob (._archive); once it
+    # exists, ``events`` and ``hooks`` do not
+    "archive": "run:{run_id}:archive",
     "ckpt": "run:{run_id}:ckpt",  # hash: step id -> checkpoint JSON
     "hooks": "run:{run_id}:hooks",  # hash: hook id -> hook record (see ._records)
     "inbox": "run:{run_id}:inbox",  # stream: messages sent to the run, not received yet
@@ -130,5 +136,9 @@ DEADLINE_SEP = "|"
 TAG_SEP = "="
 # Between the run id and its tags in a member of ``tag_ends``.
 TAG_LIST_SEP = "|"
+# A suspension copies its run's event stream to shrink it (lua/lib.lua's shrink_events)
+# only while the log has at most this many events: the copy costs O(log), and the waste it
+# removes is one stream node at most (so relatively small for a long log).
+SHRINK_MAX_EVENTS = 100
 # How many expired runs one write of a tagged run drops from the tag index, at most.
 TAG_PRUNE_LIMIT = 16

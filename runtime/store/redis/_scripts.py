@@ -35,6 +35,7 @@ NAMES = (
     "restart",
     "send",
     "post",
+    "compact",
 )
 
 
@@ -97,6 +98,7 @@ def header() -> str:
         f"local TAG_SEP = {_lua_string(_keys.TAG_SEP)}",
         f"local TAG_LIST_SEP = {_lua_string(_keys.TAG_LIST_SEP)}",
         f"local TAG_PRUNE_LIMIT = {_keys.TAG_PRUNE_LIMIT}",
+        f"local SHRINK_MAX_EVENTS = {_keys.SHRINK_MAX_EVENTS}",
         *(_key_function(name, template) for name, template in _keys.TEMPLATES.items()),
     ]
     return "\n".join(lines) + "\n"
@@ -122,6 +124,7 @@ def _constants() -> dict[str, str]:
         "DIGEST_SUFFIX": _lua_string(_records.DIGEST_SUFFIX),
         "DEADLINE_SEP": _lua_string(_keys.DEADLINE_SEP),
         "PARTITION_PREFIX_END": _lua_string(_keys.PARTITION_PREFIX_END),
+        "SHRINK_MAX_EVENTS": str(_keys.SHRINK_MAX_EVENTS),
     }
     found.update({f"STATUS.{s.name.lower()}": _lua_string(s.value) for s in RunStatus})
     found.update({f"EVENT.{e.name.lower()}": _lua_string(e.value) for e in EventType})

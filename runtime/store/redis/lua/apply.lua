@@ -175,6 +175,7 @@ if suspension or finish then
   if suspension then
     redis.call('HSET', keys.run, 'status', STATUS.suspended)
     redis.call('HINCRBY', keys.stats, STATUS.suspended, 1)
+    shrink_events(req.prefix, req.run_id, keys.events, count + new_events)
   elseif finish.status == STATUS.blocked then
     -- not an end: the run keeps its hooks, deadlines and checkpoints for the retry
     redis.call('HSET', keys.run, 'status', STATUS.blocked, 'blocked', finish.value)
@@ -184,6 +185,10 @@ if suspension or finish then
     redis.call('HINCRBY', keys.stats, finish.status, 1)
     if finish.notify then child_ended(req.prefix, keys.run, finish.notify) end
     end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention), run_tags, req.now)
+    -- the ended run's log and hooks, for the worker to compact (lua/compact.lua) without
+    -- reading them again
+    return {'ok', last, arrived, redis.call('XRANGE', keys.events, '-', '+'),
+      redis.call('HGETALL', keys.hooks)}
   end
 end
 return {'ok', last, arrived}

@@ -5,11 +5,13 @@
 -- its parent is cancelled (both here: one step).
 -- ARGV: run id, now ms, retention seconds, prefix, workflow.cancelled event data,
 --       status message for the session.
--- Returns {'cancelled'} | {'no_run'} | {'finished', status}.
+-- Returns {'cancelled', ids of the runs it ended (for the caller to compact them)}
+--       | {'no_run'} | {'finished', status}.
 local keys = run_keys()
 local run_id, now, ttl, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local event, message = ARGV[5], ARGV[6]
 
+local ended = {}
 local function cancel_run(id, run_keys_of)
   local rs = redis.call('HMGET', run_keys_of.run, 'status', 'msg', 'session', 'ver', 'tags')
   local status, msg, session = rs[1], rs[2], rs[3]
@@ -28,6 +30,7 @@ local function cancel_run(id, run_keys_of)
   child_ended(prefix, run_keys_of.run,
     cjson.encode({child_run_id = id, status = STATUS.cancelled}))
   end_run(prefix, id, run_keys_of, session, ttl, rs[5], now)
+  ended[#ended + 1] = id
   for _, child in ipairs(redis.call('SMEMBERS', key_children(prefix, id))) do
     cancel_run(child, {
       run = key_run(prefix, child), events = key_events(prefix, child),
@@ -41,4 +44,4 @@ local status = redis.call('HGET', keys.run, 'status')
 if not status then return {'no_run'} end
 if FINISHED[status] then return {'finished', status} end
 cancel_run(run_id, keys)
-return {'cancelled'}
+return {'cancelled', ended}

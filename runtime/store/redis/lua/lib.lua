@@ -22,6 +22,19 @@ local function append_event(run_key, events_key, event_type, data)
   return id
 end
 
+-- Store a suspended run's event stream at its used size. Redis (7.0) allocates a stream's
+-- newest node at stream-node-max-bytes (4 KB by default) however few entries it holds, so a
+-- small log costs ~4.3 KB while it waits, for weeks perhaps; COPY duplicates the nodes at
+-- their used size (~0.6 KB for the bench's four events), and RENAME puts the copy in
+-- place, ids and all. Bounded: only a log of at most SHRINK_MAX_EVENTS events (the copy is
+-- O(log); a longer log wastes at most its last node). Inside the caller's script, so no
+-- reader or writer sees the log between the two commands.
+local function shrink_events(prefix, run_id, events_key, count)
+  if count > SHRINK_MAX_EVENTS then return end
+  local copy = key_events_copy(prefix, run_id)
+  if redis.call('COPY', events_key, copy) == 1 then redis.call('RENAME', copy, events_key) end
+end
+
 -- Every write to a session's outbox trims it and, given the retention `ttl` (false: keep
 -- the key's expiry as it is), makes it expire `ttl` seconds after this message, unless
 -- one of the session's prompts is pending (`waiting`): then the outbox does not expire.

@@ -9,7 +9,9 @@
 -- ARGV: run id, hook id, token, payload digest, validated ('1' | '0'), max events,
 --       prefix, hook.received event data, announcement message for the session, retention
 --       seconds (the session outbox's expiry).
--- Returns {outcome} | {'finished', status} | {'needs_validation', hook record}.
+-- KEYS: the run's hash (see run_keys).
+-- Returns {outcome} | {'finished', status} | {'needs_validation', hook record}
+--       | {'archived', status} (the run ended and was compacted: the caller decides).
 local keys = run_keys()
 local run_id, hook_id, token, digest = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local validated, max_events, prefix = ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7]
@@ -17,7 +19,13 @@ local event, announcement, ttl = ARGV[8], ARGV[9], tonumber(ARGV[10])
 
 local record = redis.call('HGET', keys.hooks, hook_id)
 if not record then
-  if redis.call('EXISTS', keys.run) == 0 then return {'no_run'} end
+  local status = redis.call('HGET', keys.run, 'status')
+  if not status then return {'no_run'} end
+  -- an ended run, compacted (lua/compact.lua): its hooks are in its archive, which only
+  -- the caller can read (zlib); nothing is to be written to an ended run
+  if FINISHED[status] and redis.call('EXISTS', key_archive(keys.prefix, keys.run_id)) == 1 then
+    return {'archived', status}
+  end
   return {'no_hook'}
 end
 local state = hook_state(record)

@@ -1,0 +1,168 @@
+"""Compacting ended runs: their log and hooks become one archive (``._archive``), swapped
+in by ``lua/compact.lua``, fenced; readers take a run's log and hooks from whichever of
+the two forms it has (:meth:`CompactionStore.read_log`).
+
+A run is compacted :data:`COMPACT_DELAY_SECONDS` after it ended, not at once: whoever
+follows a run by blocking on its event stream (``Runtime.wait``, a console, a benchmark's
+probe) issues its read moments after it last saw the run running; once the stream is gone,
+such a read would block for its whole timeout instead of returning the run's last event.
+The delay also lets one script call per partition compact every run that ended meanwhile.
+The blob is built when the run ends, from what the ending script returned (no read
+again); a process that stops first compacts what it holds (:meth:`close`), and one that dies
+leaves its runs as they were: bigger, but read the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from ...errors import ParleyError
+from ...models import FINISHED_STATUSES, Event
+from . import _archive, _decode, _keys
+from ._part import StorePart
+
+log = logging.getLogger("parley.store")
+
+# How long after its end a run is compacted (see above); a waiter that read the run
+# running this long ago and has not blocked on its stream yet is the one left waiting.
+COMPACT_DELAY_SECONDS = 5.0
+
+
+def archive_key(keys: _keys.RunKeys) -> str:
+    return _keys.key("archive", keys.partition, run_id=keys.run_id)
+
+
+_ENDED = {status.value.encode() for status in FINISHED_STATUSES}
+
+# a run to compact: (when, its keys, its ARGV for lua/compact.lua)
+_Due = tuple[float, _keys.RunKeys, list[Any]]
+
+
+class CompactionStore(StorePart):
+    """The compaction part of :class:`~runtime.store.redis.RedisStore`."""
+
+    compact_delay: float = COMPACT_DELAY_SECONDS
+    _due: deque[_Due] | None = None
+    _compactor: asyncio.Task[None] | None = None
+
+    def _compact_later(self, run_id: str, entries: list[Any], hooks: list[bytes]) -> None:
+        """Compact run ``run_id``, just ended, later, from the log and hooks its ending
+        script returned (``entries``: XRANGE's reply in a script; ``hooks``: HGETALL's)."""
+        if not entries:
+            return
+        loop = asyncio.get_running_loop()
+        args = [entries[-1][0], len(entries), len(hooks) // 2, _archive.pack(entries, hooks)]
+        if self._due is None:
+            self._due = deque()
+        self._due.append((loop.time() + self.compact_delay, self._run(run_id), args))
+        if self._compactor is None or self._compactor.done():
+            # In a context of its own: the task must not hold (nor be adopted by, see
+            # runtime/engine/tasks.py) the execution whose end made it start.
+            self._compactor = contextvars.Context().run(loop.create_task, self._compact_when_due())
+
+    async def _compact_when_due(self) -> None:
+        due = self._due
+        while due:
+            wait = due[0][0] - asyncio.get_running_loop().time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            now = asyncio.get_running_loop().time()
+            batch = []
+            while due and due[0][0] <= now:
+                batch.append(due.popleft())
+            await self._compact_now(batch)
+
+    async def _compact_now(self, batch: Sequence[_Due]) -> int:
+        """One script call per partition; best effort (the runs have ended whatever
+        happens here: one left uncompacted is read the same way)."""
+        by_partition: dict[int, tuple[list[str], list[Any]]] = defaultdict(lambda: ([], []))
+        for _, keys, args in batch:
+            names, argv = by_partition[keys.partition]
+            names += [keys.run, keys.events, keys.hooks, keys.ckpt, archive_key(keys)]
+            argv += args
+        try:
+            done = await asyncio.gather(
+                *(self.scripts.compact(keys=k, args=a) for k, a in by_partition.values())
+            )
+        except (ParleyError, RedisError, OSError) as exc:
+            log.info("%d ended runs were not compacted (%s): they stay readable", len(batch), exc)
+            return 0
+        return sum(int(n) for n in done)
+
+    async def flush_compactions(self) -> int:
+        """Compact now every run this process holds for later; returns how many were."""
+        if self._compactor is not None:
+            self._compactor.cancel()
+            self._compactor = None
+        batch = list(self._due or ())
+        if self._due is not None:
+            self._due.clear()
+        return await self._compact_now(batch) if batch else 0
+
+    async def compact(self, run_ids: Sequence[str], *, later: bool = False) -> int:
+        """Compact these ended runs, now (or ``later``: after the delay), reading each
+        one's log and hooks first; runs not ended, already compacted, or changed meanwhile
+        are left as they are. Returns how many were compacted now."""
+        batch: list[_Due] = []
+        for run_id in run_ids:
+            keys = self._run(run_id)
+            # not one atomic read: the swap's fence finds out if they changed in between
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.xrange(keys.events)
+                pipe.hgetall(keys.hooks)
+                stream, hash_ = await pipe.execute()
+            # in the form an ending script returns them
+            entries = [(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream]
+            hooks = [part for item in hash_.items() for part in item]
+            if later:
+                self._compact_later(run_id, entries, hooks)
+            elif entries:
+                args = [entries[-1][0], len(entries), len(hooks) // 2]
+                batch.append((0.0, keys, [*args, _archive.pack(entries, hooks)]))
+        return await self._compact_now(batch) if batch else 0
+
+    async def compact_ended(self) -> int:
+        """Compact every ended run that still has its stream (its process stopped within
+        the delay): a scan of the store, O(keys), for operators (``parley runs compact``)."""
+        pattern = _keys.partition_prefix(0).replace("{p:0}", "{p:*}") + _keys.TEMPLATES[
+            "events"
+        ].format(run_id="*")
+        run_ids = []
+        async for key in self.client.scan_iter(match=pattern, count=1000):
+            run_ids.append(key.decode().rsplit(":run:", 1)[1].removesuffix(":events"))
+        compacted = 0
+        for i in range(0, len(run_ids), 500):
+            chunk = run_ids[i : i + 500]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for run_id in chunk:
+                    pipe.hget(self._run(run_id).run, "status")
+                statuses = await pipe.execute()
+            ended = [r for r, s in zip(chunk, statuses, strict=True) if s in _ENDED]
+            compacted += await self.compact(ended)
+        return compacted
+
+    async def read_log(
+        self, run_id: str, *, with_events: bool = True
+    ) -> tuple[bool, list[Event], dict[bytes, bytes]]:
+        """Whether run ``run_id``'s hash exists, its log (unless ``with_events`` is false)
+        and its hooks hash, from the stream and the hash or from its archive."""
+        keys = self._run(run_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.exists(keys.run)
+            if with_events:
+                pipe.xrange(keys.events)
+            pipe.hgetall(keys.hooks)
+            pipe.get(archive_key(keys))
+            replies = await pipe.execute()
+        exists, blob = bool(replies[0]), replies[-1]
+        if blob is not None:
+            events, hooks = _archive.unpack(blob)
+            return exists, events if with_events else [], hooks
+        events = _decode.events(replies[1]) if with_events else []
+        return exists, events, replies[-2]

@@ -1,0 +1,275 @@
+"""What Redis keeps of a run: a suspended run's small log at its used size, an ended run
+compacted into one archive (log + hooks), read back in full, the swap fenced."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from runtime import (
+    Runtime,
+    Worker,
+    load_step_checkpoint,
+    save_step_checkpoint,
+    step,
+    step_hook,
+    workflow,
+)
+from runtime.errors import HookAlreadyAnswered
+from runtime.models import Event, HookStatus, RunStatus
+from runtime.store.redis import RedisStore, _archive
+from tests.helpers import running
+from tests.raw_redis import raw
+
+# orjson.dumps({"state": "x" * 88}) is 100 bytes: the checkpoint of bench/app.py
+CHECKPOINT = {"state": "x" * 88}
+
+
+@step
+async def converse() -> Any:
+    if await load_step_checkpoint() is None:
+        await save_step_checkpoint(CHECKPOINT)
+    return await step_hook("answer")
+
+
+@workflow(name="compaction_hitl")
+async def compaction_hitl(note: str = "") -> Any:
+    return await converse()
+
+
+async def _suspended(rt: Runtime, note: str = "") -> tuple[str, str]:
+    run_id = await rt.start(compaction_hitl, note)
+    for _ in range(500):
+        hooks = [h for h in await rt.list_hooks() if h.run_id == run_id]
+        if hooks and (await rt.get_run(run_id)).status is RunStatus.SUSPENDED:  # type: ignore[union-attr]
+            return run_id, hooks[0].token
+        await asyncio.sleep(0.02)
+    raise AssertionError("the run did not suspend")
+
+
+def _run_key_names(store: RedisStore, run_id: str) -> list[str]:
+    keys = store.run_keys(run_id)
+    names = ("run", "events", "ckpt", "hooks", "archive", "inbox", "children")
+    return [store.keys.key(name, keys.partition, run_id=run_id) for name in names]
+
+
+async def _bytes(client: aioredis.Redis, keys: list[str]) -> int:
+    total = 0
+    for key in keys:
+        total += await client.memory_usage(key, samples=0) or 0
+    return total
+
+
+async def test_bench_run_costs_at_most_1kb_once_finished(redis_url: str) -> None:
+    """MEMORY USAGE of everything left of a finished bench-like run (100-byte checkpoint,
+    one step_hook): it was ~5.3 KB (a 4 KB stream node, hooks hash, run hash)."""
+    async with Runtime(redis_url, partitions=4) as rt:
+        worker = Worker(rt, timer_tick=0.01)
+        async with running(worker):
+            run_id, token = await _suspended(rt)
+            store = raw(rt)
+            suspended = await _bytes(store.client, _run_key_names(store, run_id))
+            await rt.resume_hook(token, {"ok": True})
+            assert await rt.wait(run_id) == {"ok": True}
+            # compacted a few seconds after its end (waiters on its stream see its end)
+            keys = store.run_keys(run_id)
+            assert await store.client.exists(keys.events, keys.hooks) == 2
+            assert await store.flush_compactions() == 1
+        finished = await _bytes(store.client, _run_key_names(store, run_id))
+        print(f"MEMORY USAGE of a bench-like run: suspended {suspended} B, finished {finished} B")
+        assert finished <= 1024
+        keys = store.run_keys(run_id)
+        assert await store.client.exists(keys.events, keys.hooks, keys.ckpt) == 0
+
+
+async def test_suspended_log_is_stored_at_its_used_size(redis_url: str) -> None:
+    """A suspended run's stream is not left at a 4 KB node (Redis 7.0 allocates a new
+    stream node at stream-node-max-bytes): MEMORY USAGE of its 4 events was 4,728 B."""
+    async with Runtime(redis_url, partitions=4) as rt:
+        worker = Worker(rt, timer_tick=0.01)
+        async with running(worker):
+            run_id, _ = await _suspended(rt)
+        store = raw(rt)
+        size = await store.client.memory_usage(store.run_keys(run_id).events, samples=0)
+        assert size is not None and size <= 1200, size
+        assert len(await rt.events(run_id)) == 4
+
+
+async def test_history_and_hooks_read_the_same_after_compaction(rt: Runtime) -> None:
+    """Everything a reader saw of the run before it ended is still there, the same, after
+    it was compacted; and an answer to a hook of the compacted run gets the outcome it
+    got before (duplicate, conflict, finished)."""
+    worker = Worker(rt, timer_tick=0.01)
+    note = "é ✓ " + "y" * 300  # non-ASCII and a value longer than a listpack entry
+    async with running(worker):
+        run_id, token = await _suspended(rt, note)
+        before = await rt.events(run_id)
+        await rt.resume_hook(token, {"ok": True, "n": 2**53})
+        assert await rt.wait(run_id) == {"ok": True, "n": 2**53}
+    store = raw(rt)
+    assert await store.flush_compactions() == 1
+    keys = store.run_keys(run_id)
+    assert await store.client.exists(keys.events, keys.hooks) == 0
+    assert await store.client.exists(store.keys.key("archive", keys.partition, run_id=run_id))
+    after = await rt.events(run_id)
+    assert after is not None and before is not None
+    assert after[: len(before)] == before
+    assert [e.type for e in after[len(before) :]] == [
+        "hook.received",
+        "step.completed",
+        "workflow.completed",
+    ]
+    assert after[0].data["args"] == [note]
+    info = await rt.get_run(run_id)
+    assert info is not None and info.status is RunStatus.COMPLETED
+    assert [(h.name, h.status) for h in info.hooks] == [("answer", HookStatus.RECEIVED)]
+    assert await rt.resume_hook(token, {"ok": True, "n": 2**53}) is False  # a duplicate
+    with pytest.raises(HookAlreadyAnswered):
+        await rt.resume_hook(token, {"ok": False})
+
+
+async def _ended_uncompacted(store: RedisStore, run_id: str, status: str) -> None:
+    """A run whose ending was not followed by its compaction (its worker died in
+    between): the form every run had before compaction existed."""
+    keys = store.run_keys(run_id)
+    await store.client.hset(keys.run, mapping={"status": status, "wf": "wf", "created": 1})
+    for n in range(3):
+        await store.client.xadd(keys.events, {"t": "step.started", "d": f'{{"n":{n}}}'})
+    await store.client.hset(keys.hooks, "h", 'R-{"name":"h"}')
+
+
+def _args(entries: list[Any], hooks: list[bytes]) -> list[Any]:
+    return [entries[-1][0], len(entries), len(hooks) // 2, _archive.pack(entries, hooks)]
+
+
+async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime) -> None:
+    store = raw(rt)
+    run_id = store.new_run_id(None)
+    keys = store.run_keys(run_id)
+    await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
+    stream = await store.client.xrange(keys.events)
+    entries = [(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream]
+    hooks = [b"h", b'R-{"name":"h"}']
+    # an event lands between the read and the swap: the swap refuses, nothing is lost
+    await store.client.xadd(keys.events, {"t": "timer.fired", "d": "{}"})
+    assert not await store._compact_now([(0, keys, _args(entries, hooks))])
+    assert await store.client.xlen(keys.events) == 4
+    # a hook written between the read and the swap: refused too
+    await store.client.hset(keys.hooks, "h2", 'P-{"name":"h2"}')
+    stream = await store.client.xrange(keys.events)
+    entries = [(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream]
+    assert not await store._compact_now([(0, keys, _args(entries, hooks))])
+    # read again: compacted, with all of it
+    before = await rt.events(run_id)
+    assert await store.compact([run_id]) == 1
+    assert await rt.events(run_id) == before and len(before or []) == 4
+    assert [h.hook_id for h in await store.run_hooks(run_id) or []] == ["h", "h2"]
+    # a second compaction (another worker, a retry of the call) changes nothing
+    assert await store.compact([run_id]) == 0
+    assert await rt.events(run_id) == before
+
+
+@pytest.mark.parametrize("status", [RunStatus.BLOCKED, RunStatus.SUSPENDED, RunStatus.RUNNING])
+async def test_a_run_that_has_not_ended_is_not_compacted(rt: Runtime, status: RunStatus) -> None:
+    """A blocked run waits for a retry (retry.lua appends to its log and re-executes it),
+    a suspended or running one goes on: none of them is compacted."""
+    store = raw(rt)
+    run_id = store.new_run_id(None)
+    await _ended_uncompacted(store, run_id, status.value)
+    assert await store.compact([run_id]) == 0
+    keys = store.run_keys(run_id)
+    assert await store.client.xlen(keys.events) == 3
+
+
+async def test_a_cancelled_run_and_its_log_are_compacted(rt: Runtime) -> None:
+    worker = Worker(rt, timer_tick=0.01)
+    async with running(worker):
+        run_id, _ = await _suspended(rt)
+        before = await rt.events(run_id)
+        await rt.cancel(run_id)
+    store = raw(rt)
+    assert await store.flush_compactions() == 1
+    keys = store.run_keys(run_id)
+    assert await store.client.exists(keys.events, keys.hooks, keys.ckpt) == 0
+    after = await rt.events(run_id)
+    assert before is not None and after is not None
+    assert after[:-1] == before and after[-1].type == "workflow.cancelled"
+    assert isinstance(after[-1], Event)
+    info = await rt.get_run(run_id)
+    assert info is not None and [h.status for h in info.hooks] == [HookStatus.CANCELLED]
+
+
+async def test_a_waiter_that_blocks_on_the_stream_just_after_the_end_sees_it(rt: Runtime) -> None:
+    """Runtime.wait reads the run's state, then blocks on its stream from the last event
+    it saw: the stream is still there for the delay, so a read issued just after the run
+    ended returns at once (on a stream already gone it would block for its timeout)."""
+    worker = Worker(rt, timer_tick=0.01)
+    async with running(worker):
+        run_id, token = await _suspended(rt)
+        snapshot = await rt.store.run_snapshot(run_id)
+        await rt.resume_hook(token, "yes")
+        while (await rt.store.run_snapshot(run_id)).status is not RunStatus.COMPLETED:
+            await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await rt.store.wait_for_events(run_id, snapshot.last_event_id, 5_000)
+        assert loop.time() - started < 1
+    store = raw(rt)
+    assert await store.flush_compactions() == 1
+    after = await rt.store.run_snapshot(run_id)
+    assert after.status is RunStatus.COMPLETED and after.last_event_id != snapshot.last_event_id
+
+
+@step
+async def fetch_note() -> str:
+    return "fetched"
+
+
+@workflow(name="compaction_two_steps")
+async def compaction_two_steps() -> Any:
+    note = await fetch_note()
+    return [note, await converse()]
+
+
+async def test_a_compacted_run_can_be_restarted_and_forked(rt: Runtime) -> None:
+    """restart reads the old run's log (from its archive now) and copies what comes
+    before the chosen step into the new run."""
+    worker = Worker(rt, timer_tick=0.01)
+    async with running(worker):
+        run_id = await rt.start(compaction_two_steps)
+        while not [h for h in await rt.list_hooks() if h.run_id == run_id]:
+            await asyncio.sleep(0.02)
+        [hook] = [h for h in await rt.list_hooks() if h.run_id == run_id]
+        await rt.resume_hook(hook.token, "first")
+        assert await rt.wait(run_id) == ["fetched", "first"]
+        assert await raw(rt).flush_compactions() >= 1
+        fork = await rt.restart(run_id, from_step="converse")
+        copied = await rt.events(fork)
+        assert copied is not None and "step.completed" in [e.type for e in copied]
+        while not [h for h in await rt.list_hooks() if h.run_id == fork]:
+            await asyncio.sleep(0.02)
+        [again] = [h for h in await rt.list_hooks() if h.run_id == fork]
+        await rt.resume_hook(again.token, "second")
+        assert await rt.wait(fork) == ["fetched", "second"]
+    info = await rt.get_run(run_id)
+    assert info is not None and info.restarted_as == fork
+
+
+async def test_the_operator_compacts_the_ended_runs_left_uncompacted(rt: Runtime) -> None:
+    """Runs whose process stopped within the delay keep their stream: one scan compacts
+    the ended ones, and only those."""
+    store = raw(rt)
+    left = {status: store.new_run_id(None) for status in RunStatus}
+    for status, run_id in left.items():
+        await _ended_uncompacted(store, run_id, status.value)
+    before = {run_id: await rt.events(run_id) for run_id in left.values()}
+    ended = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+    assert await rt.compact_ended() == len(ended)
+    for status, run_id in left.items():
+        keys = store.run_keys(run_id)
+        assert await store.client.exists(keys.events) == (0 if status in ended else 1)
+        assert await rt.events(run_id) == before[run_id]
+    assert await rt.compact_ended() == 0
