@@ -103,7 +103,12 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
         await bounded(run_ids[first : first + batch], answer_one, opts.concurrency)
     await wait_for(lambda: _all_done(env), 60 + n / 100, "completions")
     s3, d3 = await snap(env)
-    finished_bytes = await _key_bytes(env, run_ids[:: max(1, n // 50)])
+    # A finished run is compacted a few seconds after its end (runtime/store/redis/
+    # _compaction.py): its bytes are read once the runs' logs have made way for archives.
+    sample = run_ids[:: max(1, n // 50)]
+    await wait_for(lambda: _compacted(env, run_ids), 60, "compactions")
+    s4, _ = await snap(env)
+    finished_bytes = await _key_bytes(env, sample, ("run", "events", "ckpt", "hooks", "archive"))
     config = await redis_settings(env)
 
     check = await verify(env, run_ids)
@@ -121,8 +126,8 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
         # every run of the start, probe and resume phases has finished by s3
         "finished": {
             "runs": n + opts.probe,
-            "dataset_delta": s3.used_memory_dataset - s0.used_memory_dataset,
-            "used_memory_delta": s3.used_memory - s0.used_memory,
+            "dataset_delta": s4.used_memory_dataset - s0.used_memory_dataset,
+            "used_memory_delta": s4.used_memory - s0.used_memory,
             "key_bytes": finished_bytes,
         },
         "redis_config": config,
@@ -160,11 +165,27 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-async def _key_bytes(env: Env, sample: list[str]) -> dict[str, float]:
-    """Average MEMORY USAGE of each key of a suspended run (a sample of runs)."""
+async def _compacted(env: Env, run_ids: list[str]) -> bool:
+    """Whether no run of ``run_ids`` has its event stream any more (all compacted)."""
+    streams = [redis_keys.run_keys(r, env.partitions).events for r in run_ids]
+    left = 0
+    for first in range(0, len(streams), 1000):
+        left += await env.observer.sum_of("EXISTS", streams[first : first + 1000])
+    return left == 0
+
+
+async def _key_bytes(
+    env: Env, sample: list[str], names: tuple[str, ...] = ("run", "events", "ckpt", "hooks")
+) -> dict[str, float]:
+    """Average MEMORY USAGE of each key of a run (a sample of runs)."""
     out: dict[str, float] = {}
-    for name in ("run", "events", "ckpt", "hooks"):
-        keys = [getattr(redis_keys.run_keys(r, env.partitions), name) for r in sample]
+    for name in names:
+        keys = [
+            redis_keys.key(name, redis_keys.run_keys(r, env.partitions).partition, run_id=r)
+            if name == "archive"
+            else getattr(redis_keys.run_keys(r, env.partitions), name)
+            for r in sample
+        ]
         sizes = await env.observer.pipeline([("MEMORY", "USAGE", k, "SAMPLES", 0) for k in keys])
         out[name] = round(sum(int(x or 0) for x in sizes) / max(1, len(sizes)))
     return out
