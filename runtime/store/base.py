@@ -324,8 +324,8 @@ class Store(Protocol):
         every process of a deployment."""
 
     async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
-        """Fire the deadlines due by the store's clock (``now_ms``: a simulated instant,
-        for tests), at most ``limit`` per partition."""
+        """Fire the deadlines due by Redis' own clock, read in the pass (``now_ms``: a
+        simulated instant, for tests), at most ``limit`` per partition."""
 
     async def deadline_notices(self, marks: Mapping[int, str], block_ms: int) -> dict[int, Notice]:
         """Wait up to ``block_ms`` for a deadline scheduled after ``marks`` (partition ->

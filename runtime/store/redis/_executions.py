@@ -229,7 +229,6 @@ class ExecutionStore(CompactionStore):
         return [bool(alive) for alive in replies]
 
     async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
-        now = await self.now_ms() if now_ms is None else now_ms
         # One call per group of partitions: every partition of a single Redis in one
         # script, one per partition on a cluster (a script's keys share a slot), those
         # concurrently (one pipelined round trip per node).
@@ -238,14 +237,18 @@ class ExecutionStore(CompactionStore):
             *(
                 self.scripts.fire_due(
                     keys=[key for p in group for key in _keys.partition_keys(p)],
-                    args=[now, limit, *(_keys.partition_prefix(p) for p in group)],
+                    args=[
+                        "" if now_ms is None else now_ms,
+                        limit,
+                        *(_keys.partition_prefix(p) for p in group),
+                    ],
                 )
                 for group in groups
             )
         )
         each = [
             (p, reply)
-            for group, per_group in zip(groups, replies, strict=True)
+            for group, (_, per_group) in zip(groups, replies, strict=True)
             for p, reply in zip(group, per_group, strict=True)
         ]
         dues = [int(float(nxt)) for _, (_, nxt, _, _) in each if nxt]
@@ -253,7 +256,9 @@ class ExecutionStore(CompactionStore):
             lateness_ms=[int(late) for _, (_, _, lateness, _) in each for late in lateness],
             next_due_ms=min(dues) if dues else None,
             saturated=any(int(popped) >= limit for _, (popped, _, _, _) in each),
-            now_ms=now,
+            # Redis' clock at the pass (the first group's on a cluster: NTP keeps the
+            # nodes together)
+            now_ms=int(replies[0][0]),
             marks={p: _decode.text(mark) for p, (_, _, _, mark) in each},
         )
 
