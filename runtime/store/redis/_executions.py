@@ -96,7 +96,10 @@ class ExecutionStore(CompactionStore):
                     raise await self._repair_groups(exc) from exc
                 for stream, (start, messages) in zip(list(starts), replies, strict=True):
                     # inside a script an entry's fields come as a flat list
-                    entries = [(i, dict(zip(f[::2], f[1::2], strict=True))) for i, f in messages]
+                    entries = [
+                        (i, dict(zip(f[::2], f[1::2], strict=True)) if f else {})
+                        for i, f in messages
+                    ]
                     tasks += self._tasks([(stream, entries)])
                     if _decode.text(start) == "0-0":
                         del starts[stream]
