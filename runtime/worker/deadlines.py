@@ -80,16 +80,16 @@ class DeadlineLoop:
         start = time.monotonic()
         wake_at = start + self.scan
         if report.next_due_ms is not None:
-            # both on the store's clock: a machine whose clock is off neither spins nor
-            # oversleeps
+            # both on Redis' clock, read in the pass: a machine whose clock is off neither
+            # spins nor oversleeps
             wake_at = min(wake_at, start + max(0.0, report.next_due_ms - report.now_ms) / 1000)
         while (remaining := wake_at - time.monotonic()) > 0:
             for group in self.store.task_sources():
                 if group not in reads:
+                    # The longest block: the read outlives this sleep, into the next ones
                     marks = {p: self._marks.get(p, "0-0") for p in group}
-                    block_ms = max(1, int(min(remaining, MAX_BLOCK_SECONDS) * 1000))
                     reads[group] = asyncio.create_task(
-                        self.store.deadline_notices(marks, block_ms),
+                        self.store.deadline_notices(marks, int(MAX_BLOCK_SECONDS * 1000)),
                         name="parley-deadline-notices",
                     )
             done, _ = await asyncio.wait(
@@ -99,8 +99,11 @@ class DeadlineLoop:
             for group in [g for g, read in reads.items() if read in done]:
                 notices = reads.pop(group).result()  # StoreUnavailable: the caller's backoff
                 for partition, notice in notices.items():
-                    if _newer(notice.mark, self._marks.get(partition, "0-0")):
-                        self._marks[partition] = notice.mark
+                    # A read started before the last pass can bring a notice that pass
+                    # already saw (its deadline fired or counted in next_due_ms): skipped.
+                    if not _newer(notice.mark, self._marks.get(partition, "0-0")):
+                        continue
+                    self._marks[partition] = notice.mark
                     earliest = notice.due_ms if earliest is None else min(earliest, notice.due_ms)
             if earliest is not None:
                 now = await self.store.now_ms()
