@@ -9,7 +9,7 @@ contract suite in ``tests/runtime/store/test_contract.py``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -155,8 +155,10 @@ class DueReport:
     lateness_ms: list[int]  # of each deadline fired
     next_due_ms: int | None  # the earliest deadline still pending
     saturated: bool  # more were due than the limit: call again at once
-    now_ms: int  # the store's clock at this pass: what next_due_ms is compared with
-    # Per partition: the id of its last deadline notice, read with its deadlines in one
+    now_ms: int  # Redis' clock at this pass: what next_due_ms is compared with
+    # Per partition passed over that has one: its earliest deadline still pending (ms).
+    next_due: dict[int, int] = field(default_factory=dict)
+    # Per partition passed over: the id of its last deadline notice, read with its deadlines in one
     # step: where a wait for notices (``Store.deadline_notices``) starts, so that a
     # deadline scheduled after the pass is never missed.
     marks: dict[int, str] = field(default_factory=dict)
@@ -323,9 +325,12 @@ class Store(Protocol):
         """The store's clock (ms): the one clock of leases, deadlines and timestamps for
         every process of a deployment."""
 
-    async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
+    async def fire_due(
+        self, limit: int, *, now_ms: int | None = None, partitions: Collection[int] | None = None
+    ) -> DueReport:
         """Fire the deadlines due by Redis' own clock, read in the pass (``now_ms``: a
-        simulated instant, for tests), at most ``limit`` per partition."""
+        simulated instant, for tests), at most ``limit`` per partition, in ``partitions``
+        (default: all)."""
 
     async def deadline_notices(self, marks: Mapping[int, str], block_ms: int) -> dict[int, Notice]:
         """Wait up to ``block_ms`` for a deadline scheduled after ``marks`` (partition ->

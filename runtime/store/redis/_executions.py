@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -231,11 +231,18 @@ class ExecutionStore(CompactionStore):
         )
         return [bool(alive) for alive in replies]
 
-    async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
+    async def fire_due(
+        self, limit: int, *, now_ms: int | None = None, partitions: Collection[int] | None = None
+    ) -> DueReport:
         # One call per group of partitions: every partition of a single Redis in one
         # script, one per partition on a cluster (a script's keys share a slot), those
         # concurrently (one pipelined round trip per node).
         groups = self.task_sources()
+        if partitions is not None:
+            wanted = set(partitions)
+            groups = [g for g in (tuple(p for p in group if p in wanted) for group in groups) if g]
+        if not groups:
+            return DueReport([], None, False, await self.now_ms())
         replies = await asyncio.gather(
             *(
                 self.scripts.fire_due(
@@ -254,14 +261,15 @@ class ExecutionStore(CompactionStore):
             for group, (_, per_group) in zip(groups, replies, strict=True)
             for p, reply in zip(group, per_group, strict=True)
         ]
-        dues = [int(float(nxt)) for _, (_, nxt, _, _) in each if nxt]
+        next_due = {p: int(float(nxt)) for p, (_, nxt, _, _) in each if nxt}
         return DueReport(
             lateness_ms=[int(late) for _, (_, _, lateness, _) in each for late in lateness],
-            next_due_ms=min(dues) if dues else None,
+            next_due_ms=min(next_due.values()) if next_due else None,
             saturated=any(int(popped) >= limit for _, (popped, _, _, _) in each),
             # Redis' clock at the pass (the first group's on a cluster: NTP keeps the
             # nodes together)
             now_ms=int(replies[0][0]),
+            next_due=next_due,
             marks={p: _decode.text(mark) for p, (_, _, _, mark) in each},
         )
 

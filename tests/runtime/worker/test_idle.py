@@ -64,8 +64,9 @@ class Monitor:
     def mark(self, label: str) -> None:
         self._marker.echo(f"{_MARK}{label}")
 
-    def between(self, start: str, end: str) -> Counter[str]:
-        """Ends the feed; the commands between the two marks, by name."""
+    def between(self, start: str, end: str, *, lua: bool = False) -> Counter[str]:
+        """Ends the feed; the commands between the two marks, by name (``lua``: those
+        the scripts ran inside Redis instead)."""
         self.mark("end")
         self._thread.join(10)
         counted: Counter[str] = Counter()
@@ -76,7 +77,7 @@ class Monitor:
                 inside = True
             elif command == f"ECHO {_MARK}{end}":
                 break
-            elif inside and entry["client_type"] != "lua":
+            elif inside and (entry["client_type"] == "lua") == lua:
                 counted[command.split(" ")[0].upper()] += 1
         self._marker.close()
         return counted
@@ -197,3 +198,23 @@ async def test_a_deadline_without_its_notice_is_found_by_the_safety_scan(rt: Run
         while await store.client.zscore(deadlines, "r-ghost|t|t1") is not None:
             assert time.monotonic() < deadline, "the scan never fired the deadline"
             await asyncio.sleep(0.02)
+
+
+@pytest.mark.redis
+async def test_a_pass_at_a_due_time_covers_only_the_partitions_due(fresh: RedisServer) -> None:
+    """FIRE_DUE runs one ZRANGE per partition it covers (and it is the only script that
+    calls ZRANGE): firing one deadline at 64 partitions reads one partition, not 64."""
+    async with (
+        Runtime(fresh.url, partitions=64) as rt,
+        running(Worker(rt, timer_tick=3600)) as worker,
+    ):
+        await asyncio.wait_for(worker.ready.wait(), 10)
+        await asyncio.sleep(0.2)  # the first pass (all partitions) is done by now
+        monitor = Monitor(fresh)
+        monitor.mark("start")
+        soon = await rt.start(idle_deadline_wf, "300ms")
+        await _fired_not_early(rt, soon)
+        monitor.mark("stop")
+        inside = monitor.between("start", "stop", lua=True)
+    print("inside the scripts:", dict(inside))
+    assert 1 <= inside["ZRANGE"] <= 3, inside
