@@ -201,8 +201,9 @@ def command_breakdown(before: Snapshot, after: Snapshot, per_pass: int = 1) -> d
         calls[name] = calls.get(name, 0) - n
     reporter = calls.pop("set", 0)
     # FIRE_DUE calls one ZRANGE per partition it covers (``per_pass``: all of them on one
-    # Redis) and is the only script that calls ZRANGE; HEARTBEAT is the only one that calls
-    # XCLAIM: so their EVALSHA counts are known exactly.
+    # Redis, in the pass every few seconds; a pass at a due time covers only the partitions
+    # due, so with deadlines firing this undercounts) and is the only script that calls
+    # ZRANGE; HEARTBEAT is the only one that calls XCLAIM.
     fire_due = calls.get("zrange", 0) // per_pass
     heartbeats = calls.get("xclaim", 0)
     reclaim = calls.pop("xautoclaim", 0)  # inside the RECLAIM script: one per partition
