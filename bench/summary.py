@@ -9,7 +9,7 @@ from typing import Any
 
 from .ceiling import ceiling_rows, fraction
 from .common import Row, load_average, pcts, verdict
-from .harness import command_breakdown, delta
+from .harness import command_breakdown, delta, partitions_per_pass
 from .lifecycle import REDIS_DEFAULTS, Phase, settings_text
 
 IDLE_ROUND_TRIPS = ("PIPELINE", "XREADGROUP:empty", "XAUTOCLAIM")
@@ -60,8 +60,9 @@ def summarize(
     light = pcts(probe.get("accepted_ms", []))
     light_sent = pcts(probe.get("sent_ms", []))
 
-    cmd_start = command_breakdown(start.before, start.after)
-    cmd_resume = command_breakdown(resume.before, resume.after)
+    per_pass = partitions_per_pass(args)
+    cmd_start = command_breakdown(start.before, start.after, per_pass)
+    cmd_resume = command_breakdown(resume.before, resume.after, per_pass)
     top: Counter[str] = Counter(cmd_start["top_level"]) + Counter(cmd_resume["top_level"])
     lua: Counter[str] = Counter(cmd_start["inside_lua"]) + Counter(cmd_resume["inside_lua"])
     background: Counter[str] = Counter(cmd_start["background"]) + Counter(cmd_resume["background"])
@@ -73,7 +74,7 @@ def summarize(
     rt_per = (
         rt_start["driver"] + rt_start["workers"] + rt_resume["driver"] + rt_resume["workers"]
     ) / n
-    idle_cmds = command_breakdown(idle0, idle1)
+    idle_cmds = command_breakdown(idle0, idle1, per_pass)
     window = idle1.wall - idle0.wall
     idle_rate = {
         k: round(v / window, 1)

@@ -61,7 +61,9 @@ DEFAULT_RETENTION = "7d"  # finished runs keep their keys this long
 # Worker
 DEFAULT_CONCURRENCY = 64  # executions at once per worker
 TASK_BLOCK_SECONDS = 1.0  # one blocking read of the task streams
-TIMER_TICK_SECONDS = 0.05  # the longest a due deadline waits to be fired
+# The longest between two passes over the deadlines: a safety net only (a lost notice); a
+# deadline is fired when due, the worker sleeping until then (runtime/worker/deadlines.py).
+DEADLINE_SCAN_SECONDS = 5.0
 HAND_BACK_DELAY_SECONDS = 1.0  # before a worker gives back a task it cannot run
 # how often a worker announces its workflows again (they are lost if Redis comes back empty)
 ANNOUNCE_SECONDS = 10.0

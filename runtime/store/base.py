@@ -9,7 +9,7 @@ contract suite in ``tests/runtime/store/test_contract.py``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -155,7 +155,21 @@ class DueReport:
     lateness_ms: list[int]  # of each deadline fired
     next_due_ms: int | None  # the earliest deadline still pending
     saturated: bool  # more were due than the limit: call again at once
-    now_ms: int  # the store's clock at this pass: what next_due_ms is compared with
+    now_ms: int  # Redis' clock at this pass: what next_due_ms is compared with
+    # Per partition passed over that has one: its earliest deadline still pending (ms).
+    next_due: dict[int, int] = field(default_factory=dict)
+    # Per partition passed over: the id of its last deadline notice, read with its deadlines in one
+    # step: where a wait for notices (``Store.deadline_notices``) starts, so that a
+    # deadline scheduled after the pass is never missed.
+    marks: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A deadline that became its partition's earliest (``Store.deadline_notices``)."""
+
+    mark: str  # the notice's id: where the next wait starts
+    due_ms: int  # on the store's clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,9 +325,18 @@ class Store(Protocol):
         """The store's clock (ms): the one clock of leases, deadlines and timestamps for
         every process of a deployment."""
 
-    async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
-        """Fire the deadlines due by the store's clock (``now_ms``: a simulated instant,
-        for tests), at most ``limit`` per partition."""
+    async def fire_due(
+        self, limit: int, *, now_ms: int | None = None, partitions: Collection[int] | None = None
+    ) -> DueReport:
+        """Fire the deadlines due by Redis' own clock, read in the pass (``now_ms``: a
+        simulated instant, for tests), at most ``limit`` per partition, in ``partitions``
+        (default: all)."""
+
+    async def deadline_notices(self, marks: Mapping[int, str], block_ms: int) -> dict[int, Notice]:
+        """Wait up to ``block_ms`` for a deadline scheduled after ``marks`` (partition ->
+        notice id, from a :class:`DueReport`) that became the earliest of its partition;
+        for each partition of ``marks`` (one group of :meth:`task_sources`) that has one,
+        the latest notice: its id and its due ms. Nothing when none came."""
 
     # inspection --------------------------------------------------------------------
     async def get_run(self, run_id: str) -> RunInfo | None: ...

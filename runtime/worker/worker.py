@@ -25,11 +25,11 @@ from ..metrics import Metrics
 from ..registry import get_workflow, import_apps, registered_workflows
 from ..settings import (
     ANNOUNCE_SECONDS,
+    DEADLINE_SCAN_SECONDS,
     DEFAULT_CONCURRENCY,
     HAND_BACK_DELAY_SECONDS,
     MAX_BLOCK_SECONDS,
     TASK_BLOCK_SECONDS,
-    TIMER_TICK_SECONDS,
 )
 from .backoff import Backoff
 from .consumer import TaskConsumer
@@ -48,6 +48,8 @@ class Worker:
     deploys). ``version`` is recorded by the runs it executes first; it executes only runs
     of the versions in ``serve_versions`` (default: its own) and parks the others until a
     worker that serves them starts. ``concurrency`` bounds the executions at once.
+    ``timer_tick`` is the longest between two passes over the deadlines (a safety net: a
+    deadline is fired when it is due, without waiting for one).
     ``visibility_timeout`` (default: the lease) is how long a task may stay unacknowledged
     before another worker takes it over.
     """
@@ -60,7 +62,7 @@ class Worker:
         concurrency: int = DEFAULT_CONCURRENCY,
         name: str | None = None,
         block_seconds: float = TASK_BLOCK_SECONDS,
-        timer_tick: float = TIMER_TICK_SECONDS,
+        timer_tick: float = DEADLINE_SCAN_SECONDS,
         visibility_timeout: float | None = None,
         workflows: Iterable[str] | None = None,
         hand_back_delay: float = HAND_BACK_DELAY_SECONDS,
@@ -97,7 +99,7 @@ class Worker:
             serves=self.serve_versions,
             on_recovered=self._restore,
         )
-        self.deadlines = DeadlineLoop(store, self.metrics, tick=timer_tick)
+        self.deadlines = DeadlineLoop(store, self.metrics, scan=timer_tick)
         self.leases = LeaseKeeper(
             store,
             self.tasks,

@@ -123,11 +123,11 @@ async def lifecycle(with_on_created: bool) -> Any:
 
 
 # What a drain costs besides the runs it executes: it announces the workflows it runs
-# (SADD) and sends back the runs parked for its version (one script per partition), then
-# each pass fires due deadlines (one script per partition, pipelined) and reads the task
+# (SADD) and sends back the runs parked for its version (one script for all partitions),
+# then each pass fires due deadlines (one script for all partitions) and reads the task
 # streams; it returns after a pass whose read found nothing.
-DRAIN_READS_TASK = ["SADD", *["unpark"] * PARTITIONS, *["fire_due"] * PARTITIONS, "XREADGROUP"]
-DRAIN_FINDS_NOTHING = [*["fire_due"] * PARTITIONS, "XREADGROUP"]
+DRAIN_READS_TASK = ["SADD", "unpark", "fire_due", "XREADGROUP"]
+DRAIN_FINDS_NOTHING = ["fire_due", "XREADGROUP"]
 
 
 def _lifecycle_only(section: list[str]) -> list[str]:

@@ -80,6 +80,7 @@ class Scripts:
     wait_state: Script
     post: Script
     compact: Script
+    reclaim: Script
 
 
 class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -13,7 +13,16 @@ from redis.exceptions import ResponseError
 
 from ...errors import StoreReset
 from ...settings import TASKS_GROUP
-from ..base import Applied, ApplyOutcome, Claim, ClaimStatus, DueReport, Finish, Task
+from ..base import (
+    Applied,
+    ApplyOutcome,
+    Claim,
+    ClaimStatus,
+    DueReport,
+    Finish,
+    Notice,
+    Task,
+)
 from ..writes import HookSpec, Op, Writes
 from . import _decode, _keys, _records
 from ._calls import store_call
@@ -56,7 +65,7 @@ class ExecutionStore(CompactionStore):
     def _tasks(self, reply: Any) -> list[Task]:
         tasks = []
         for stream, messages in reply or []:
-            partition = int(_decode.text(stream).split("{p:", 1)[1].split("}", 1)[0])
+            partition = _keys.partition_of_key(_decode.text(stream))
             for msg_id, fields in messages:
                 if not fields:  # deleted while pending
                     continue
@@ -72,20 +81,30 @@ class ExecutionStore(CompactionStore):
 
     @store_call
     async def reclaim(self, consumer: str, idle_ms: int) -> list[Task]:
+        # One script per group of partitions (all of a single Redis): an idle worker's check
+        # is one command whatever the number of partitions; streams with more to take over
+        # than a page are asked again from where their page ended.
         tasks: list[Task] = []
-        for partition in range(self.partitions):
-            stream = _keys.key("tasks", partition)
-            start: Any = "0-0"
-            while True:
+        for group in self.task_sources():
+            starts = {_keys.key("tasks", p): "0-0" for p in group}
+            while starts:
                 try:
-                    start, messages, *_ = await self.client.xautoclaim(
-                        stream, TASKS_GROUP, consumer, idle_ms, start, count=100
+                    replies = await self.scripts.reclaim(
+                        keys=list(starts), args=[consumer, idle_ms, 100, *starts.values()]
                     )
                 except ResponseError as exc:
                     raise await self._repair_groups(exc) from exc
-                tasks += self._tasks([(stream, messages)])
-                if _decode.text(start) == "0-0":
-                    break
+                for stream, (start, messages) in zip(list(starts), replies, strict=True):
+                    # inside a script an entry's fields come as a flat list
+                    entries = [
+                        (i, dict(zip(f[::2], f[1::2], strict=True)) if f else {})
+                        for i, f in messages
+                    ]
+                    tasks += self._tasks([(stream, entries)])
+                    if _decode.text(start) == "0-0":
+                        del starts[stream]
+                    else:
+                        starts[stream] = _decode.text(start)
         return tasks
 
     async def unpark(self, versions: Sequence[str]) -> int:
@@ -93,13 +112,17 @@ class ExecutionStore(CompactionStore):
             *(
                 self.scripts.unpark(
                     keys=[
-                        _keys.key("parked", p, version=version),
-                        _keys.key("tasks", p),
-                        _keys.key("stats", p),
+                        key
+                        for p in group
+                        for key in (
+                            _keys.key("parked", p, version=version),
+                            _keys.key("tasks", p),
+                            _keys.key("stats", p),
+                        )
                     ],
-                    args=[_keys.partition_prefix(p)],
+                    args=[_keys.partition_prefix(p) for p in group],
                 )
-                for p in range(self.partitions)
+                for group in self.task_sources()
                 for version in versions
             )
         )
@@ -208,26 +231,60 @@ class ExecutionStore(CompactionStore):
         )
         return [bool(alive) for alive in replies]
 
-    async def fire_due(self, limit: int, *, now_ms: int | None = None) -> DueReport:
-        now = await self.now_ms() if now_ms is None else now_ms
-        # One call per partition, concurrently: the batcher sends them in one pipelined
-        # round trip on a single Redis (one call per slot on a cluster).
+    async def fire_due(
+        self, limit: int, *, now_ms: int | None = None, partitions: Collection[int] | None = None
+    ) -> DueReport:
+        # One call per group of partitions: every partition of a single Redis in one
+        # script, one per partition on a cluster (a script's keys share a slot), those
+        # concurrently (one pipelined round trip per node).
+        groups = self.task_sources()
+        if partitions is not None:
+            wanted = set(partitions)
+            groups = [g for g in (tuple(p for p in group if p in wanted) for group in groups) if g]
+        if not groups:
+            return DueReport([], None, False, await self.now_ms())
         replies = await asyncio.gather(
             *(
                 self.scripts.fire_due(
-                    keys=_keys.partition_keys(p),
-                    args=[now, limit, _keys.partition_prefix(p)],
+                    keys=[key for p in group for key in _keys.partition_keys(p)],
+                    args=[
+                        "" if now_ms is None else now_ms,
+                        limit,
+                        *(_keys.partition_prefix(p) for p in group),
+                    ],
                 )
-                for p in range(self.partitions)
+                for group in groups
             )
         )
-        dues = [int(float(nxt)) for _, nxt, _ in replies if nxt]
+        each = [
+            (p, reply)
+            for group, (_, per_group) in zip(groups, replies, strict=True)
+            for p, reply in zip(group, per_group, strict=True)
+        ]
+        next_due = {p: int(float(nxt)) for p, (_, nxt, _, _) in each if nxt}
         return DueReport(
-            lateness_ms=[int(late) for _, _, lateness in replies for late in lateness],
-            next_due_ms=min(dues) if dues else None,
-            saturated=any(int(popped) >= limit for popped, _, _ in replies),
-            now_ms=now,
+            lateness_ms=[int(late) for _, (_, _, lateness, _) in each for late in lateness],
+            next_due_ms=min(next_due.values()) if next_due else None,
+            saturated=any(int(popped) >= limit for _, (popped, _, _, _) in each),
+            # Redis' clock at the pass (the first group's on a cluster: NTP keeps the
+            # nodes together)
+            now_ms=int(replies[0][0]),
+            next_due=next_due,
+            marks={p: _decode.text(mark) for p, (_, _, _, mark) in each},
         )
+
+    @store_call
+    async def deadline_notices(self, marks: Mapping[int, str], block_ms: int) -> dict[int, Notice]:
+        streams: dict[Any, Any] = {_keys.key("deadline_wake", p): mark for p, mark in marks.items()}
+        reply: Any = await self.client.xread(streams, block=block_ms)
+        notices: dict[int, Notice] = {}
+        for stream, entries in reply or []:
+            if entries:  # one entry is kept: the latest notice (lua/lib.lua)
+                msg_id, fields = entries[-1]
+                notices[_keys.partition_of_key(_decode.text(stream))] = Notice(
+                    _decode.text(msg_id), int(fields[b"due"])
+                )
+        return notices
 
 
 def _ops(ops: list[Op]) -> list[Op]:

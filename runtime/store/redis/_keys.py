@@ -35,6 +35,9 @@ TEMPLATES = {
     "children": "run:{run_id}:children",  # set: the runs it started with child()
     "tasks": "tasks",  # stream + group: "execute run X" messages
     "deadlines": "deadlines",  # sorted set: due ms -> deadline member
+    # stream of one entry (``due``: ms): a deadline became the partition's earliest; the
+    # workers' deadline loops wait on it (lua/lib.lua's schedule_deadline)
+    "deadline_wake": "deadlines:wake",
     "pending": "pending",  # set: tokens of the pending hooks (list_hooks)
     "stats": "stats",  # hash: store-wide counters of the partition
     # hash session id -> number of its prompts still pending; while one is, no write sets
@@ -126,7 +129,13 @@ def run_keys(run_id: str, partitions: int) -> RunKeys:
 
 def partition_keys(partition: int) -> list[str]:
     """The partition-wide keys, in the order the deadline script receives them."""
-    return [key(name, partition) for name in ("deadlines", "tasks", "pending", "stats")]
+    names = ("deadlines", "tasks", "pending", "stats", "deadline_wake")
+    return [key(name, partition) for name in names]
+
+
+def partition_of_key(key: str) -> int:
+    """The partition of a partition's key (``parley:{p:N}:...``)."""
+    return int(key.split("{p:", 1)[1].split("}", 1)[0])
 
 
 # A member of a partition's deadline set: ``<run>|h|<hook>`` (a hook's timeout) or

@@ -1333,3 +1333,30 @@ async def test_drop_reader_forgets_its_wake_ups(store: Store) -> None:
     read = await store.read_outboxes(group, {session: "0-0"}, "proc-1", "0-0", 10, 100)
     assert read.wake_cursor is None and read.entries == {}
     assert time.monotonic() - began >= 0.05
+
+
+async def test_a_deadline_that_becomes_its_partitions_earliest_leaves_a_notice(
+    store: Store,
+) -> None:
+    """The deadline loop sleeps towards the earliest deadline a pass saw; a deadline
+    scheduled after the pass that is now its partition's earliest wakes it (a notice read
+    from the pass's marks), a later one does not."""
+    run = await running(store)
+    marks = (await store.fire_due(now_ms=0, limit=10)).marks
+    assert await store.deadline_notices(marks, 1) == {}
+    assert (
+        await apply(store, run, hook_writes(run.run_id, "h0.a", expires_at_ms=5_000))
+    ).outcome is (ApplyOutcome.OK)
+    [(partition, notice)] = (await store.deadline_notices(marks, 1)).items()
+    assert notice.due_ms == 5_000
+    marks = (await store.fire_due(now_ms=0, limit=10)).marks
+    assert marks[partition] == notice.mark  # the pass returns where it read up to
+
+    later = hook_writes(run.run_id, "h1.b", expires_at_ms=9_000)
+    assert (await apply(store, run, later)).outcome is ApplyOutcome.OK
+    assert await store.deadline_notices(marks, 1) == {}  # 5,000 is still the earliest
+    earlier = hook_writes(run.run_id, "h2.c", expires_at_ms=2_000)
+    assert (await apply(store, run, earlier)).outcome is ApplyOutcome.OK
+    assert {p: n.due_ms for p, n in (await store.deadline_notices(marks, 1)).items()} == {
+        partition: 2_000
+    }

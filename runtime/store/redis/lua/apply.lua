@@ -84,7 +84,8 @@ local function apply(ops)
         redis.call('HSET', keys.hooks, op[2], op[3])
         redis.call('SADD', keys.pending, op[4])
         if op[5] then
-          redis.call('ZADD', keys.deadlines, op[5], deadline_member(req.run_id, 'h', op[2]))
+          schedule_deadline(keys.deadlines, req.prefix, op[5],
+            deadline_member(req.run_id, 'h', op[2]))
         end
       end
     elseif kind == 'asking' then
@@ -102,13 +103,13 @@ local function apply(ops)
         local member = deadline_member(req.run_id, 'h', op[2])
         if record and hook_state(record) == HOOK_PENDING
             and not redis.call('ZSCORE', keys.deadlines, member) then
-          redis.call('ZADD', keys.deadlines, due, member)
+          schedule_deadline(keys.deadlines, req.prefix, due, member)
         end
       end
     elseif kind == 'timer' then
       -- {'timer', timer id, due ms}: the run's one durable timer (sleep, retry backoff)
       local member = deadline_member(req.run_id, 't', op[2])
-      redis.call('ZADD', keys.deadlines, op[3], member)
+      schedule_deadline(keys.deadlines, req.prefix, op[3], member)
       redis.call('HSET', keys.run, 'dl', member)
     elseif kind == 'close_hook' then
       -- {'close_hook', hook id, token}: withdrawn, if still pending (an answer that got in

@@ -16,6 +16,18 @@ local function deadline_member(run_id, kind, id)
   return run_id .. DEADLINE_SEP .. kind .. DEADLINE_SEP .. id
 end
 
+-- Schedule a deadline. Race closed: workers sleeping towards a later deadline of this
+-- partition (or none) while this one is due first: when it becomes the partition's
+-- earliest, a notice carrying its due ms wakes their deadline loops (their blocking read of
+-- the wake stream, runtime/worker/deadlines.py); one entry is kept, the latest, whose due
+-- time is the earliest of any notice still pending.
+local function schedule_deadline(deadlines_key, prefix, due, member)
+  redis.call('ZADD', deadlines_key, due, member)
+  if redis.call('ZRANK', deadlines_key, member) == 0 then
+    redis.call('XADD', key_deadline_wake(prefix), 'MAXLEN', 1, '*', 'due', due)
+  end
+end
+
 local function append_event(run_key, events_key, event_type, data)
   local id = redis.call('XADD', events_key, '*', 't', event_type, 'd', data)
   redis.call('HINCRBY', run_key, 'nev', 1)
