@@ -51,6 +51,15 @@ class Env:
         pending = [keys.key("pending", p) for p in range(self.partitions)]
         return await self.observer.sum_of("SCARD", pending)
 
+    async def all_compacted(self, run_ids: list[str]) -> bool:
+        """Whether no run of ``run_ids`` has its event stream any more: an ended run is
+        compacted a few seconds after its end (runtime/store/redis/_compaction.py)."""
+        streams = [keys.run_keys(r, self.partitions).events for r in run_ids]
+        for first in range(0, len(streams), 1000):
+            if await self.observer.sum_of("EXISTS", streams[first : first + 1000]):
+                return False
+        return True
+
     async def queued(self) -> int:
         """Tasks not yet finished (a task is XDEL'd when its execution suspends or ends)."""
         return await self.observer.sum_of(

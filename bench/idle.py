@@ -79,6 +79,9 @@ async def _deadlines(env: Env, n: int, spread: float) -> dict[str, Any]:
     await wait_for(lambda: _is(env.suspended(), 0), lead + spread + 60, "hooks expired")
     await wait_for(lambda: _is(env.queued(), 0), 60, "runs completed")
     late, _done, problems = _lateness(ids, await env.run_events(ids))
+    # The next cell's idle window must not count these runs' compaction (a few seconds
+    # after their end).
+    await wait_for(lambda: env.all_compacted(ids), 60, "compactions")
     return {
         "runs": n,
         "expired_once": n - len(problems),

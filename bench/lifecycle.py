@@ -106,7 +106,7 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
     # A finished run is compacted a few seconds after its end (runtime/store/redis/
     # _compaction.py): its bytes are read once the runs' logs have made way for archives.
     sample = run_ids[:: max(1, n // 50)]
-    await wait_for(lambda: _compacted(env, run_ids), 60, "compactions")
+    await wait_for(lambda: env.all_compacted(run_ids), 60, "compactions")
     s4, _ = await snap(env)
     finished_bytes = await _key_bytes(env, sample, ("run", "events", "ckpt", "hooks", "archive"))
     config = await redis_settings(env)
@@ -163,15 +163,6 @@ async def redis_settings(env: Env) -> dict[str, str]:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-async def _compacted(env: Env, run_ids: list[str]) -> bool:
-    """Whether no run of ``run_ids`` has its event stream any more (all compacted)."""
-    streams = [redis_keys.run_keys(r, env.partitions).events for r in run_ids]
-    left = 0
-    for first in range(0, len(streams), 1000):
-        left += await env.observer.sum_of("EXISTS", streams[first : first + 1000])
-    return left == 0
 
 
 async def _key_bytes(
