@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -34,6 +34,9 @@ from .failures import describe_error, outage, public_error
 from .replay import Call, ReplayIndex
 from .signals import Abort, Blocked, Interrupted, ReplayEnded, StepScope, Suspend
 from .tasks import track_tasks
+
+if TYPE_CHECKING:
+    from .replay_cache import CachedReplay
 
 # A checkpoint's companion field: the hooks whose answers the step had read when it saved.
 READ_SUFFIX = "!read"
@@ -71,6 +74,7 @@ class Execution:
         limits: Limits,
         retention_seconds: int,
         dry_run: bool = False,
+        cached: CachedReplay | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -86,9 +90,20 @@ class Execution:
         self._clock_origin_ms = claim.now_ms or _clock.now_ms()
         self._clock_origin_mono = time.monotonic()
         events = claim.events
-        self.index = ReplayIndex()
-        self.index.add_all(events)
-        self.last_id = events[-1].id if events else "0-0"
+        if claim.tail and cached is not None:
+            # The claim proved the log still extends what this worker's last execution of
+            # the run left in ``cached``: only the events after it are new.
+            self.index = cached.index
+            self.index.add_all(events)
+            self.last_id = events[-1].id if events else cached.known.last_id
+        else:
+            self.index = ReplayIndex()
+            self.index.add_all(events)
+            self.last_id = events[-1].id if events else "0-0"
+        # How many events the log holds up to last_id, and its history generation: what
+        # the next claim is told this worker knows (see replay_cache).
+        self.event_count = claim.count
+        self.generation = claim.generation
         # The answer/expiry/timer that woke this execution, for the resume-latency metric.
         self.woken_at_ms = (
             events[-1].timestamp_ms if events and events[-1].type in WAKING_EVENTS else None
@@ -302,6 +317,9 @@ class Execution:
                 f"the run reached its limit of {self.limits.max_events} events",
                 run_id=self.run_id,
             )
+        self.event_count += len(applied.arrived) + writes.event_count
+        if suspension is not None and applied.outcome is ApplyOutcome.OK:
+            self.event_count += suspension.event_count
         if applied.last_id:
             self.last_id = applied.last_id
         elif applied.arrived:

@@ -35,8 +35,22 @@ class ClaimStatus(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class KnownLog:
+    """What a worker still holds of a run's log from its last execution of it: the events
+    up to ``last_id``, ``count`` of them, of history ``generation`` (anything that rewrites
+    a log instead of appending to it changes the generation)."""
+
+    last_id: str
+    count: int
+    generation: str
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
-    """The lease on a run for one execution, with everything replay needs."""
+    """The lease on a run for one execution, with everything replay needs.
+
+    ``events`` is the whole log, or, when ``tail`` is set, only the events after the
+    :class:`KnownLog` the claim was given (the store proved that log still current)."""
 
     status: ClaimStatus
     fence: str = ""
@@ -48,6 +62,9 @@ class Claim:
     # The store's clock when the lease was taken (ms): the execution's clock starts there,
     # so a machine whose clock is off cannot skew a deadline (0: no store clock, a replay).
     now_ms: int = 0
+    tail: bool = False
+    count: int = 0  # events in the whole log
+    generation: str = ""  # of the log's history (see KnownLog)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,10 +309,17 @@ class Store(Protocol):
         """Give a task back to every consumer (a new message), acknowledging this one."""
 
     async def claim(
-        self, task: Task, consumer: str, lease_ms: int, version: str, serves: Sequence[str]
+        self,
+        task: Task,
+        consumer: str,
+        lease_ms: int,
+        version: str,
+        serves: Sequence[str],
+        known: KnownLog | None = None,
     ) -> Claim:
         """Take the run's lease. A run first claimed records ``version``; a run of a
-        version not in ``serves`` is parked instead (PARKED) until :meth:`unpark`."""
+        version not in ``serves`` is parked instead (PARKED) until :meth:`unpark`. Given
+        ``known`` and a log that still extends it, only the events after it are read."""
 
     async def unpark(self, versions: Sequence[str]) -> int:
         """Send the runs parked for ``versions`` back to the workers; how many."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import tracing
 from ..engine.execution import Execution
+from ..engine.replay_cache import CachedReplay, ReplayCache, remember
 from ..engine.signals import Abort, Interrupted
 from ..errors import LeaseLost, StoreUnavailable, WorkflowNotFound
 from ..metrics import Metrics
@@ -52,6 +53,7 @@ class TaskConsumer:
         version: str,
         serves: frozenset[str],
         on_recovered: Callable[[], Awaitable[None]] | None = None,
+        replay_cache: ReplayCache | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics
@@ -67,6 +69,9 @@ class TaskConsumer:
         self.on_recovered = on_recovered
         self.version = version  # recorded by the runs this worker executes first
         self.serves = sorted(serves)  # the versions of the runs it executes
+        # The replay indexes of runs executed here recently: resuming one reads only the
+        # events after the last one this worker saw (engine/replay_cache.py).
+        self.replay_cache = replay_cache if replay_cache is not None else ReplayCache()
         self.handed_back = 0  # tasks given back because this worker does not run them
         self.draining = False  # a drain reads a handed-back task again at once: skip those
         self._running: dict[str, Execution] = {}
@@ -224,14 +229,31 @@ class TaskConsumer:
             await execution.run()
             tracing.annotate({"parley.outcome": execution.outcome})
 
+    def _cached(self, task: Task) -> CachedReplay | None:
+        """The index this worker kept of the task's run, if its workflow's code is still the
+        one that built it. Not with tracing on: the execution's span reads the whole log."""
+        if tracing.enabled():
+            return None
+        try:
+            workflow = get_workflow(task.workflow)
+        except WorkflowNotFound:
+            workflow = None
+        return self.replay_cache.take(task.run_id, workflow)
+
     async def execute(self, task: Task, delay: float = 0.0) -> None:
         run_id = task.run_id
         ctx = {"run_id": run_id, "worker": self.name}
         if delay:
             await asyncio.sleep(delay)
         try:
+            cached = self._cached(task)
             claim = await self.store.claim(
-                task, self.name, self.lease_ms, self.version, self.serves
+                task,
+                self.name,
+                self.lease_ms,
+                self.version,
+                self.serves,
+                None if cached is None else cached.known,
             )
             if claim.status is ClaimStatus.PARKED:
                 log.warning("run parked: its version is not served here", extra=ctx)
@@ -251,7 +273,13 @@ class TaskConsumer:
                 claim,
                 limits=self.limits,
                 retention_seconds=self.retention_seconds,
+                cached=cached if claim.tail else None,
             )
+            if cached is not None:
+                if claim.tail:
+                    self.replay_cache.hits += 1
+                else:
+                    self.replay_cache.misses += 1
             self._running[run_id] = execution
             self._execution_tasks[run_id] = asyncio.current_task()
             try:
@@ -264,6 +292,9 @@ class TaskConsumer:
                 self._execution_tasks.pop(run_id, None)
                 for deferred in self._deferred.pop(run_id, []):
                     self._admit(deferred)
+            entry = remember(execution)
+            if entry is not None:
+                self.replay_cache.keep(run_id, entry)
             self.metrics.executions.labels(execution.outcome).inc()
             if execution.woken_at_ms is not None:
                 waited_ms = execution.now_ms() - execution.woken_at_ms

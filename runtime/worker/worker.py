@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from types import ModuleType
 
 from ..client import Runtime
+from ..engine.replay_cache import DEFAULT_REPLAY_CACHE_SIZE, ReplayCache
 from ..errors import StoreUnavailable, WorkflowNotFound
 from ..metrics import Metrics
 from ..registry import get_workflow, import_apps, registered_workflows
@@ -51,7 +52,8 @@ class Worker:
     ``timer_tick`` is the longest between two passes over the deadlines (a safety net: a
     deadline is fired when it is due, without waiting for one).
     ``visibility_timeout`` (default: the lease) is how long a task may stay unacknowledged
-    before another worker takes it over.
+    before another worker takes it over. ``replay_cache`` is how many recently executed
+    runs it remembers the replay of (0: none), so their resumes read only new events.
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class Worker:
         hand_back_delay: float = HAND_BACK_DELAY_SECONDS,
         version: str = "",
         serve_versions: Iterable[str] | None = None,
+        replay_cache: int = DEFAULT_REPLAY_CACHE_SIZE,
     ) -> None:
         import_apps(app)
         self.runtime = runtime
@@ -98,6 +101,7 @@ class Worker:
             version=version,
             serves=self.serve_versions,
             on_recovered=self._restore,
+            replay_cache=ReplayCache(replay_cache),
         )
         self.deadlines = DeadlineLoop(store, self.metrics, scan=timer_tick)
         self.leases = LeaseKeeper(

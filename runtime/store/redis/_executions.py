@@ -20,6 +20,7 @@ from ..base import (
     ClaimStatus,
     DueReport,
     Finish,
+    KnownLog,
     Notice,
     Task,
 )
@@ -139,7 +140,13 @@ class ExecutionStore(CompactionStore):
             await pipe.execute()
 
     async def claim(
-        self, task: Task, consumer: str, lease_ms: int, version: str, serves: Sequence[str]
+        self,
+        task: Task,
+        consumer: str,
+        lease_ms: int,
+        version: str,
+        serves: Sequence[str],
+        known: KnownLog | None = None,
     ) -> Claim:
         keys = self._run(task.run_id)
         now = await self.now_ms()
@@ -153,6 +160,7 @@ class ExecutionStore(CompactionStore):
                 version,
                 keys.prefix,
                 task.run_id,
+                *(("", 0, "") if known is None else (known.last_id, known.count, known.generation)),
                 *serves,
             ],
         )
@@ -162,7 +170,7 @@ class ExecutionStore(CompactionStore):
             return Claim(ClaimStatus.BUSY)
         if reply[0] == b"parked":
             return Claim(ClaimStatus.PARKED)
-        fence, workflow, session, entries, checkpoints, parent = reply[1:7]
+        fence, workflow, session, entries, checkpoints, parent, mode, count, gen = reply[1:10]
         return Claim(
             ClaimStatus.OK,
             fence=fence.decode(),
@@ -172,6 +180,9 @@ class ExecutionStore(CompactionStore):
             checkpoints=_decode.flat_hash(checkpoints),
             parent=parent.decode() or None,
             now_ms=now,
+            tail=mode == b"tail",
+            count=int(count),
+            generation=gen.decode(),
         )
 
     async def apply(

@@ -8,16 +8,24 @@
 -- parks the run (acknowledging the task) in the same step, instead of executing it.
 -- Race closed too: a worker whose clock is ahead taking a live lease as expired: `now` is
 -- Redis' clock as the store reads it (runtime/store/redis/_time.py), never the worker's.
+-- Race closed too: a worker whose remembered log is stale (another worker advanced the
+-- run since, or its history was rewritten) replaying from it: the log it knows (its last
+-- event id, how many events up to there, the history generation 'gen') is checked against
+-- the run in this same step; only when the log still extends it are just the events after
+-- it returned, else the whole log (and the worker forgets what it knew).
 -- ARGV: consumer, now ms, lease ms, task message id, this worker's version, prefix, run id,
---       then the versions it serves.
+--       the last event id the worker knows ('' for none), how many events up to it, the
+--       generation it knew, then the versions it serves.
 -- Returns {'skipped', status} | {'busy'} | {'parked', version}
---       | {'ok', fence, workflow, session, events, ckpts, parent run id or ''}.
+--       | {'ok', fence, workflow, session, events, ckpts, parent run id or '',
+--          'tail' | 'full', event count, generation}.
 local keys = run_keys()
 local consumer, now, lease_ms, msg = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local own_version, prefix, run_id = ARGV[5], ARGV[6], ARGV[7]
+local known_id, known_count, known_gen = ARGV[8], tonumber(ARGV[9]), ARGV[10]
 
 local rs = redis.call('HMGET', keys.run, 'status', 'lease', 'wf', 'session', 'owner', 'ver',
-  'parent')
+  'parent', 'nev', 'gen')
 local status = rs[1]
 if (not status) or status == STATUS.suspended or status == STATUS.blocked
     or status == STATUS.parked or FINISHED[status] then
@@ -27,7 +35,7 @@ end
 local version = rs[6]
 if version then
   local served = false
-  for i = 8, #ARGV do
+  for i = 11, #ARGV do
     if ARGV[i] == version then served = true end
   end
   if not served then
@@ -49,5 +57,17 @@ end
 local fence = redis.call('HINCRBY', keys.run, 'fence', 1)
 redis.call('HSET', keys.run, 'status', STATUS.running, 'owner', consumer, 'lease', now + lease_ms,
   'msg', msg)
-return {'ok', tostring(fence), rs[3], rs[4] or '',
-  redis.call('XRANGE', keys.events, '-', '+'), redis.call('HGETALL', keys.ckpt), rs[7] or ''}
+local count, gen = tonumber(rs[8] or '0'), rs[9] or '0'
+local mode, events = 'full', nil
+if known_id ~= '' and known_gen == gen then
+  -- the log extends what the worker knows when its last known event is still there and
+  -- the events after it are all the log has beyond the count it knew
+  local tail = redis.call('XRANGE', keys.events, '(' .. known_id, '+')
+  if count == known_count + #tail
+      and #redis.call('XRANGE', keys.events, known_id, known_id) == 1 then
+    mode, events = 'tail', tail
+  end
+end
+if not events then events = redis.call('XRANGE', keys.events, '-', '+') end
+return {'ok', tostring(fence), rs[3], rs[4] or '', events, redis.call('HGETALL', keys.ckpt),
+  rs[7] or '', mode, tostring(count), gen}

@@ -1,0 +1,76 @@
+"""What a worker remembers of the runs it executed recently, so that resuming one costs
+the same at round 1,000 as at round 1.
+
+After an execution that suspended cleanly (its every write applied), its
+:class:`~runtime.engine.replay.ReplayIndex` is exactly the index of the run's log up to
+the last event it wrote or saw. The worker keeps it with that
+:class:`~runtime.store.KnownLog`; its next claim of the run passes the KnownLog and the
+store returns only the events after it — or, when the log no longer extends it (history
+rewritten, or the proof otherwise fails), the whole log, and the index is rebuilt.
+Another worker having advanced the run meanwhile is no reason to discard it: the log is
+append-only, so its events simply arrive in the tail.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ..registry import WorkflowDef
+from ..store import KnownLog
+from .execution import Execution
+from .replay import ReplayIndex
+
+# Runs remembered per worker: an index costs about 1 KB per round of a step_hook loop.
+DEFAULT_REPLAY_CACHE_SIZE = 512
+
+
+@dataclass(slots=True)
+class CachedReplay:
+    """A run's replay index as its last execution here left it, the log it reflects, and
+    the workflow code that built it (other code must replay from scratch)."""
+
+    index: ReplayIndex
+    known: KnownLog
+    workflow: WorkflowDef
+
+
+class ReplayCache:
+    """A bounded LRU of :class:`CachedReplay` by run id. An entry is *taken* (removed) by
+    the execution that uses it, which mutates its index; it comes back only if that
+    execution suspends cleanly, so an aborted execution cannot leave a wrong index."""
+
+    def __init__(self, size: int = DEFAULT_REPLAY_CACHE_SIZE) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, CachedReplay] = OrderedDict()
+        self.hits = 0  # claims that read only the tail of the log
+        self.misses = 0  # claims that read the whole log though an index was offered
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def take(self, run_id: str, workflow: WorkflowDef | None) -> CachedReplay | None:
+        entry = self._entries.pop(run_id, None)
+        if entry is None or entry.workflow is not workflow:
+            return None
+        return entry
+
+    def keep(self, run_id: str, entry: CachedReplay) -> None:
+        if self.size <= 0:
+            return
+        self._entries[run_id] = entry
+        self._entries.move_to_end(run_id)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def forget(self, run_id: str) -> None:
+        self._entries.pop(run_id, None)
+
+
+def remember(execution: Execution) -> CachedReplay | None:
+    """What a worker may keep of ``execution`` for the run's next claim: only after a
+    clean suspension, when its index holds exactly the log up to its ``last_id``."""
+    if execution.outcome != "suspended" or execution.dry_run:
+        return None
+    known = KnownLog(execution.last_id, execution.event_count, execution.generation)
+    return CachedReplay(execution.index, known, execution.workflow)
