@@ -1,0 +1,136 @@
+"""The replay cache stays correct whoever advanced the run: a worker whose remembered
+index is stale (another worker executed rounds since) or whose run's history was
+rewritten replays exactly what a worker without a cache would, and the replay checks
+(nondeterminism) still see the whole history. In-process workers driven by drain(),
+against the embedded store and real Redis."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from runtime import RunStatus, Runtime, Worker, step, step_hook, workflow
+from runtime.ids import make_token
+from runtime.store.redis import _keys
+from tests.raw_redis import raw
+
+executed: Counter[str] = Counter()
+variant = {"second": "noted"}
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    executed.clear()
+    variant["second"] = "noted"
+
+
+@step
+async def ask(n: int) -> Any:
+    return await step_hook("answer")
+
+
+@step
+async def noted(n: int, answer: str) -> str:
+    executed[f"noted-{n}"] += 1
+    return f"{n}:{answer}"
+
+
+@workflow(name="cache_chat")
+async def cache_chat(rounds: int) -> list[str]:
+    out = []
+    for n in range(rounds):
+        out.append(await noted(n, await ask(n)))
+    return out
+
+
+async def _answer(rt: Runtime, run_id: str, n: int, worker: Worker) -> None:
+    await rt.resume_hook(make_token(run_id, f"ask-{n}.answer.0"), f"a{n}")
+    await worker.drain()
+
+
+def _cache(worker: Worker) -> Any:
+    return worker.tasks.replay_cache
+
+
+async def test_a_stale_cache_is_extended_by_what_another_worker_did(rt: Runtime) -> None:
+    a, b = Worker(rt, name="A"), Worker(rt, name="B")
+    run_id = await rt.start(cache_chat, 6)
+    await a.drain()  # round 0 asked
+    await _answer(rt, run_id, 0, a)  # A executes round 1: it remembers the run at round 1
+    assert run_id in [*_cache(a)._entries]
+    for n in (1, 2, 3):  # B executes rounds 2..4 (A is not chosen)
+        await _answer(rt, run_id, n, b)
+    assert _cache(b).hits == 2  # B's own index, from its first execution of the run on
+    await _answer(rt, run_id, 4, a)  # A again, with its index of round 1
+    assert _cache(a).hits == 2 and _cache(a).misses == 0  # the tail held B's rounds
+    await _answer(rt, run_id, 5, a)
+    assert await rt.wait(run_id, timeout=5) == [f"{n}:a{n}" for n in range(6)]
+    # every step ran once: nothing B recorded was executed again by A
+    assert executed == Counter({f"noted-{n}": 1 for n in range(6)})
+    started = [e.data["step_id"] for e in await rt.events(run_id) if e.type == "step.started"]
+    assert len(started) == len(set(started)) == 12
+
+
+async def test_a_rewritten_history_makes_the_worker_replay_the_whole_log(rt: Runtime) -> None:
+    """Anything that rewrites a run's log bumps its generation: the claim returns the whole
+    log and the worker rebuilds its index instead of extending the one it kept."""
+    worker = Worker(rt, name="A")
+    run_id = await rt.start(cache_chat, 3)
+    await worker.drain()
+    await _answer(rt, run_id, 0, worker)
+    client = raw(rt).client
+    await client.hincrby(_keys.run_keys(run_id, rt.store.partitions).run, "gen", 1)
+    await _answer(rt, run_id, 1, worker)
+    assert _cache(worker).misses == 1
+    await _answer(rt, run_id, 2, worker)
+    assert _cache(worker).misses == 1 and _cache(worker).hits == 2
+    assert await rt.wait(run_id, timeout=5) == ["0:a0", "1:a1", "2:a2"]
+    assert executed == Counter({"noted-0": 1, "noted-1": 1, "noted-2": 1})
+
+
+async def test_a_log_that_lost_events_is_not_taken_for_a_tail(rt: Runtime) -> None:
+    """The proof is the count too: a log whose events since the worker's last one do not
+    add up to the run's count is read whole."""
+    worker = Worker(rt, name="A")
+    run_id = await rt.start(cache_chat, 2)
+    await worker.drain()
+    keys = _keys.run_keys(run_id, rt.store.partitions)
+    await raw(rt).client.hincrby(keys.run, "nev", 1)  # an event the worker never saw
+    await _answer(rt, run_id, 0, worker)
+    assert _cache(worker).misses == 1
+    await _answer(rt, run_id, 1, worker)
+    assert await rt.wait(run_id, timeout=5) == ["0:a0", "1:a1"]
+
+
+@step
+async def other(n: int, answer: str) -> str:
+    return answer
+
+
+@workflow(name="cache_drift")
+async def cache_drift(rounds: int) -> list[str]:
+    out = []
+    for n in range(rounds):
+        answer = await ask(n)
+        if n == 0 or variant["second"] == "noted":
+            out.append(await noted(n, answer))
+        else:
+            out.append(await other(n, answer))
+    return out
+
+
+async def test_nondeterminism_is_detected_with_a_cached_index(rt: Runtime) -> None:
+    worker = Worker(rt, name="A")
+    run_id = await rt.start(cache_drift, 4)
+    await worker.drain()
+    await _answer(rt, run_id, 0, worker)
+    await _answer(rt, run_id, 1, worker)  # noted(1) recorded at position 3
+    variant["second"] = "other"  # the code now calls other() there
+    await _answer(rt, run_id, 2, worker)
+    assert _cache(worker).hits == 3 and _cache(worker).misses == 0
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.BLOCKED
+    assert info.error is not None and "noted" in info.error["message"]
+    assert run_id not in _cache(worker)._entries  # a blocked run is not remembered

@@ -1,0 +1,105 @@
+"""A resume costs the same at round 1,000 as at round 10: the worker keeps the replay
+index of the runs it suspended and its claim reads only the events after the last one it
+saw (runtime/engine/replay_cache.py, lua/claim.lua). Counted, never timed: the commands
+Redis executes for a resume (scripts' own commands included, by INFO commandstats) and
+the bytes it sends (INFO stats), on a private redis-server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from runtime import Runtime, Worker, step, step_hook, workflow
+from runtime.ids import make_token
+from runtime.testing import RedisServer
+
+pytestmark = pytest.mark.redis
+
+PARTITIONS = 2
+
+
+@step
+async def chat_turn(n: int) -> Any:
+    return await step_hook("answer")
+
+
+@workflow(name="resume_cost_chat")
+async def resume_cost_chat(rounds: int) -> int:
+    total = 0
+    for n in range(rounds):
+        total += len(await chat_turn(n))
+    return total
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    started = RedisServer("--appendonly", "no")
+    yield started
+    started.stop()
+
+
+def _stats(client: redis.Redis) -> tuple[dict[str, int], int]:
+    """Calls per command since the last reset (INFO itself and CONFIG left out), and the
+    bytes Redis has sent to clients."""
+    commands = client.info("commandstats")
+    calls = {
+        name.removeprefix("cmdstat_"): int(stat["calls"])
+        for name, stat in commands.items()
+        if name not in ("cmdstat_info", "cmdstat_config")
+    }
+    return calls, int(client.info("stats")["total_net_output_bytes"])
+
+
+async def _resume(
+    rt: Runtime, worker: Worker, client: redis.Redis, run_id: str, n: int
+) -> tuple[dict[str, int], int]:
+    """Answer round ``n`` and let the worker resume the run (to its next suspension):
+    the commands and the bytes Redis sent meanwhile."""
+    client.config_resetstat()
+    _, before = _stats(client)
+    await rt.resume_hook(make_token(run_id, f"chat_turn-{n}.answer.0"), "yes")
+    await worker.drain()
+    calls, after = _stats(client)
+    return calls, after - before
+
+
+async def _rounds(server: RedisServer, replay_cache: int, sampled: tuple[int, ...]) -> Any:
+    client = redis.Redis(port=server.port)
+    samples = {}
+    try:
+        async with Runtime(server.url, partitions=PARTITIONS) as rt:
+            worker = Worker(rt, replay_cache=replay_cache)
+            run_id = await rt.start(resume_cost_chat, max(sampled) + 2)
+            await worker.drain()
+            for n in range(max(sampled) + 1):
+                if n in sampled:
+                    samples[n] = await _resume(rt, worker, client, run_id, n)
+                else:
+                    await rt.resume_hook(make_token(run_id, f"chat_turn-{n}.answer.0"), "yes")
+                    await worker.drain()
+            return samples, worker.tasks.replay_cache
+    finally:
+        client.close()
+
+
+async def test_a_resume_at_round_1000_costs_what_it_costs_at_round_10(
+    server: RedisServer,
+) -> None:
+    samples, cache = await _rounds(server, replay_cache=16, sampled=(10, 1000))
+    (calls_10, bytes_10), (calls_1000, bytes_1000) = samples[10], samples[1000]
+    print("round 10:", calls_10, bytes_10, "bytes\nround 1000:", calls_1000, bytes_1000, "bytes")
+    # the same commands, scripts' own included (an XRANGE of the whole log would not be)
+    assert calls_1000 == calls_10
+    # the same bytes but for ids and counters that have grown a few digits
+    assert abs(bytes_1000 - bytes_10) < 64, (bytes_10, bytes_1000)
+    assert cache.misses == 0 and cache.hits >= 1000
+
+
+async def test_without_the_cache_the_claim_reads_the_whole_log(server: RedisServer) -> None:
+    """The measure above sees a claim that reads the whole log (it would fail with one)."""
+    samples, _ = await _rounds(server, replay_cache=0, sampled=(10, 200))
+    (_, bytes_10), (_, bytes_200) = samples[10], samples[200]
+    assert bytes_200 > bytes_10 + 190 * 4 * 20, (bytes_10, bytes_200)
