@@ -241,7 +241,9 @@ class Runtime(AnswerCalls, OperatorCalls):
 
     async def wait(self, run_id: str, timeout: float = 30.0) -> Any:
         """Wait until the run finishes; return its result, or raise RunFailed /
-        RunCancelled / WaitTimeout. Blocks on the run's event log (no polling)."""
+        RunCancelled / WaitTimeout. A run that continued as new (``continue_as_new``) is
+        followed to the run that continues it. Blocks on the run's event log (no
+        polling)."""
         check_run_id(run_id)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + timeout
@@ -259,6 +261,9 @@ class Runtime(AnswerCalls, OperatorCalls):
                 )
             if state is RunStatus.CANCELLED:
                 raise RunCancelled("run was cancelled", run_id=run_id)
+            if state is RunStatus.CONTINUED:
+                run_id = loads(snapshot.output)["continued_to"]
+                continue
             remaining = give_up - loop.time()
             if remaining <= 0:
                 raise WaitTimeout(f"run still {state.value} after {timeout:g}s", run_id=run_id)

@@ -19,6 +19,8 @@ class RunStatus(enum.StrEnum):
     BLOCKED = "blocked"
     # Its version is served by no worker that saw it: it waits for one (not finished).
     PARKED = "parked"
+    # It handed its state to a fresh run (continue_as_new): `result` names it. Finished.
+    CONTINUED = "continued"
 
     @property
     def finished(self) -> bool:
@@ -33,7 +35,9 @@ class HookStatus(enum.StrEnum):
     CLOSED = "closed"  # another wait of a first(...) finished first: withdrawn
 
 
-FINISHED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+FINISHED_STATUSES = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.CONTINUED}
+)
 
 
 class EventType(enum.StrEnum):
@@ -55,6 +59,7 @@ class EventType(enum.StrEnum):
     TIMER_FIRED = "timer.fired"  # timer_id
     WORKFLOW_BLOCKED = "workflow.blocked"  # error: the mismatch (position, recorded, now)
     WORKFLOW_RETRIED = "workflow.retried"  # a blocked run was sent back to the workers
+    WORKFLOW_CONTINUED = "workflow.continued"  # continued_to: the fresh run (continue_as_new)
     PATCH_MARKED = "patch.marked"  # patch, step_id: this run took the patched path
     VALUE_RECORDED = "value.recorded"  # kind (now, random, uuid4), value
     CHILD_STARTED = "child.started"  # seq, child_run_id, workflow
@@ -132,6 +137,8 @@ class RunInfo:
     version: str | None = None  # the version of the worker that first executed it
     restarted_from: str | None = None  # the run this one continues (Runtime.restart)
     restarted_as: str | None = None  # the run that continues this one
+    continued_from: str | None = None  # the run whose continue_as_new started this one
+    continued_to: str | None = None  # the run this one's continue_as_new started
     parent_run_id: str | None = None  # the run that started this one with child()
     child_run_ids: list[str] = field(default_factory=list)  # the runs it started so
     tags: dict[str, str] = field(default_factory=dict)  # search attributes (runtime.tags)
@@ -152,6 +159,8 @@ class RunInfo:
             "version": self.version,
             "restarted_from": self.restarted_from,
             "restarted_as": self.restarted_as,
+            "continued_from": self.continued_from,
+            "continued_to": self.continued_to,
             "parent_run_id": self.parent_run_id,
             "child_run_ids": self.child_run_ids,
             "tags": self.tags,

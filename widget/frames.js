@@ -117,6 +117,12 @@ export const frames = {
 
   onStatus(frame) {
     this.ended.add(frame.run_id);
+    if (frame.status === "continued" && frame.continued_to) {
+      // continue_as_new: the conversation goes on in the run that continues this one
+      if (frame.run_id === this.activeRun) this.activeRun = frame.continued_to;
+      this.refresh();
+      return;
+    }
     if (frame.run_id === this.activeRun || this.activeRun === "starting") this.activeRun = null;
     this.recovering = null;
     clearTimeout(this.slowTimer);

@@ -169,6 +169,10 @@ async def _runs_show(rt: Runtime, args: argparse.Namespace) -> int:
         print(f"restarted from {run.restarted_from}")
     if run.restarted_as:
         print(f"restarted as   {run.restarted_as}")
+    if run.continued_from:
+        print(f"continued from {run.continued_from}")
+    if run.continued_to:
+        print(f"continued to   {run.continued_to}")
     print("\ntimeline")
     _table(
         ["TIME", "EVENT", "DETAIL"],

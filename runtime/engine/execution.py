@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -29,14 +29,21 @@ from ..ids import make_token
 from ..models import WAKING_EVENTS, Event, EventType, RunStatus
 from ..registry import WorkflowDef
 from ..settings import Limits
-from ..store import ApplyOutcome, Claim, Finish, Store, Writes
+from ..store import ApplyOutcome, Claim, Finish, KnownLog, Store, Writes
+from .continuing import successor_input
 from .failures import describe_error, outage, public_error
 from .replay import Call, ReplayIndex
-from .signals import Abort, Blocked, Interrupted, ReplayEnded, StepScope, Suspend
+from .replay_cache import CachedReplay
+from .signals import (
+    Abort,
+    Blocked,
+    ContinueAsNew,
+    Interrupted,
+    ReplayEnded,
+    StepScope,
+    Suspend,
+)
 from .tasks import track_tasks
-
-if TYPE_CHECKING:
-    from .replay_cache import CachedReplay
 
 # A checkpoint's companion field: the hooks whose answers the step had read when it saved.
 READ_SUFFIX = "!read"
@@ -366,6 +373,11 @@ class Execution:
                 continue
             except (Abort, ReplayEnded):
                 raise
+            except ContinueAsNew as signal:
+                if self.dry_run:
+                    raise ReplayEnded("the run continues as new") from None
+                await self._finish_continued(signal)
+                return
             except Blocked as blocked:
                 if self.dry_run:
                     raise
@@ -375,7 +387,7 @@ class Execution:
                 unavailable = outage(exc)
                 if unavailable is not None:  # an emit() in the body: not the run's failure
                     raise Abort(unavailable) from exc
-                await self._finish_failed(exc)
+                await self.finish_failed(exc)
                 return
             finally:
                 current_execution.reset(token)
@@ -405,7 +417,7 @@ class Execution:
         try:
             arrived = await self._apply(suspension=suspension)
         except EventLimitExceeded as exc:
-            await self._finish_failed(exc)
+            await self.finish_failed(exc)
             return None
         if not self.refused:
             self.outcome = "suspended"
@@ -424,26 +436,55 @@ class Execution:
                 run_id=self.run_id,
             )
         except Exception as exc:
-            await self._finish_failed(exc)
+            await self.finish_failed(exc)
             return
         self.record_encoded(
             EventType.WORKFLOW_COMPLETED, b'{"result":' + encoded + b"}", {"result": None}
         )
-        self._post_status(RunStatus.COMPLETED)
+        self.post_status(RunStatus.COMPLETED)
         notify = self._child_end(RunStatus.COMPLETED, result=orjson.Fragment(encoded))
         try:
             await self._apply(finish=Finish(RunStatus.COMPLETED, encoded, notify))
         except EventLimitExceeded as exc:
-            await self._finish_failed(exc)
+            await self.finish_failed(exc)
             return
         self.outcome = "completed"
         _faults.crash_point("after_final_event")
 
-    async def _finish_failed(self, exc: BaseException) -> None:
+    async def _finish_continued(self, signal: ContinueAsNew) -> None:
+        """End the run as ``continued``: its successor (id derived from this run's, same
+        partition, session and tags) is created, enqueued and made the session's active
+        run in the same atomic write; this run's pending hooks close like at any end."""
+        next_id = self.store.continued_run_id(self.run_id)
+        limit = self.limits.max_payload_bytes
+        try:
+            started, tags = successor_input(signal, self.index.tags, limit, self.run_id)
+        except Exception as exc:
+            await self.finish_failed(exc)
+            return
+        self.writes.continue_as(next_id, self.workflow.name, started, tags)
+        self.record(EventType.WORKFLOW_CONTINUED, {"continued_to": next_id})
+        self.post_status(RunStatus.CONTINUED, continued_to=next_id)
+        try:
+            await self._apply(finish=Finish(RunStatus.CONTINUED, dumps({"continued_to": next_id})))
+        except EventLimitExceeded as exc:
+            await self.finish_failed(exc)
+            return
+        self.outcome = "continued"
+
+    def remembered(self) -> CachedReplay | None:
+        """What the worker may keep of this execution for the run's next claim: only after
+        a clean suspension, when the index holds exactly the log up to :attr:`last_id`."""
+        if self.outcome != "suspended" or self.dry_run:
+            return None
+        known = KnownLog(self.last_id, self.event_count, self.generation)
+        return CachedReplay(self.index, known, self.workflow)
+
+    async def finish_failed(self, exc: BaseException) -> None:
         error = describe_error(exc)
         log.info("run failed: %s", error["message"], extra={"run_id": self.run_id})
         self.record(EventType.WORKFLOW_FAILED, {"error": error})
-        self._post_status(RunStatus.FAILED, error=public_error(error))
+        self.post_status(RunStatus.FAILED, error=public_error(error))
         notify = self._child_end(RunStatus.FAILED, error=error)
         await self._apply(finish=Finish(RunStatus.FAILED, dumps(error), notify), event_slack=16)
         self.outcome = "failed"
@@ -463,7 +504,7 @@ class Execution:
         await self._apply(finish=Finish(RunStatus.BLOCKED, dumps(described)), event_slack=16)
         self.outcome = "blocked"
 
-    def _post_status(self, status: RunStatus, **extra: Any) -> None:
+    def post_status(self, status: RunStatus, **extra: Any) -> None:
         if self.session:
             self.writes.post(
                 dumps({"type": "status", "status": status.value, "run_id": self.run_id, **extra})

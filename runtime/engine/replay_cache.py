@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from ..registry import WorkflowDef
 from ..store import KnownLog
-from .execution import Execution
 from .replay import ReplayIndex
 
 # Runs remembered per worker: an index costs about 1 KB per round of a step_hook loop.
@@ -65,12 +64,3 @@ class ReplayCache:
 
     def forget(self, run_id: str) -> None:
         self._entries.pop(run_id, None)
-
-
-def remember(execution: Execution) -> CachedReplay | None:
-    """What a worker may keep of ``execution`` for the run's next claim: only after a
-    clean suspension, when its index holds exactly the log up to its ``last_id``."""
-    if execution.outcome != "suspended" or execution.dry_run:
-        return None
-    known = KnownLog(execution.last_id, execution.event_count, execution.generation)
-    return CachedReplay(execution.index, known, execution.workflow)

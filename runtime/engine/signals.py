@@ -4,6 +4,7 @@ step being executed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import NondeterminismError, ParleyError
 
@@ -58,3 +59,14 @@ class StepScope:
     name: str
     hook_counters: dict[str, int] = field(default_factory=dict)
     consumed: set[str] = field(default_factory=set)  # hooks whose answer it read this time
+
+
+class ContinueAsNew(BaseException):
+    """Raised by ``continue_as_new``: unwinds the workflow body (past its ``except
+    Exception``); the execution ends the run as continued and starts its successor with
+    ``args`` and ``kwargs``."""
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        super().__init__("continue_as_new")
+        self.args_ = args
+        self.kwargs = kwargs

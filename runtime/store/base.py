@@ -254,6 +254,10 @@ class Store(Protocol):
         """The id of the child a run starts at ``position``: the same on every replay, next
         to the parent (so the child's end reaches the parent's log in one step)."""
 
+    def continued_run_id(self, run_id: str) -> str:
+        """The id of the run that continues ``run_id`` (continue_as_new): the same on every
+        replay, next to it (and so next to its session's messages)."""
+
     def fits_session(self, run_id: str, session: str) -> bool:
         """Whether a run of this id can be bound to ``session``."""
 

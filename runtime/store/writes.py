@@ -95,6 +95,14 @@ class Writes:
         and link it to this run."""
         self.ops.append(["start_child", run_id, workflow, started.decode()])
 
+    def continue_as(
+        self, run_id: str, workflow: str, started: bytes, tags: bytes | None = None
+    ) -> None:
+        """Create the run ``run_id`` (once) that continues this one (continue_as_new): its
+        workflow.started data, its tags (JSON), this run's session, which follows it;
+        enqueued, and linked both ways."""
+        self.ops.append(["continue", run_id, workflow, started.decode(), (tags or b"").decode()])
+
     def receive(self, topic: str) -> None:
         """(In a suspension) take the run's oldest buffered message of ``topic`` into its
         log, or have the next one sent delivered to the log directly."""

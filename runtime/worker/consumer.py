@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import tracing
 from ..engine.execution import Execution
-from ..engine.replay_cache import CachedReplay, ReplayCache, remember
+from ..engine.replay_cache import CachedReplay, ReplayCache
 from ..engine.signals import Abort, Interrupted
 from ..errors import LeaseLost, StoreUnavailable, WorkflowNotFound
 from ..metrics import Metrics
@@ -292,7 +292,7 @@ class TaskConsumer:
                 self._execution_tasks.pop(run_id, None)
                 for deferred in self._deferred.pop(run_id, []):
                     self._admit(deferred)
-            entry = remember(execution)
+            entry = execution.remembered()
             if entry is not None:
                 self.replay_cache.keep(run_id, entry)
             self.metrics.executions.labels(execution.outcome).inc()

@@ -10,13 +10,20 @@ import inspect
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
-from .._codec import Deadline, Duration, check_deadline, encode_value, parse_duration
+from .._codec import (
+    Deadline,
+    Duration,
+    check_deadline,
+    check_portable,
+    encode_value,
+    parse_duration,
+)
 from ..engine import waits
 from ..engine.execution import Execution, current_execution, current_step
 from ..engine.hooks import OnCreated
-from ..engine.signals import StepScope
+from ..engine.signals import ContinueAsNew, StepScope
 from ..engine.waits import STEP_HOOK_TIMEOUT, OnTimeout
 from ..errors import MessageTimeout, UsageError
 from ..ids import check_name
@@ -169,6 +176,32 @@ async def child(workflow: str | Callable[..., Any], /, *args: Any, **kwargs: Any
         run_id=execution.run_id,
     )
     return await waits.child(execution, name, started)
+
+
+def continue_as_new(*args: Any, **kwargs: Any) -> NoReturn:
+    """End this run and continue as a fresh one of the same workflow, called with
+    ``args``/``kwargs``, with an empty log: for conversations and loops that never end.
+
+    The run ends as ``continued`` (its ``continued_to`` names the new run, whose
+    ``continued_from`` names it); the new run keeps its session (which follows it: the
+    widget and ``last_run`` see the new run) and its tags; its pending hooks are closed.
+    Hand over what the new run needs in its arguments. ``Runtime.wait`` follows the
+    chain to the last run's result. Only in the workflow body, and not in a child run.
+    Call it, do not await it: it does not return (it unwinds the body)."""
+    execution = _execution("continue_as_new()")
+    if current_step.get() is not None:
+        raise UsageError("continue_as_new() is for the workflow body", run_id=execution.run_id)
+    if execution.parent is not None:
+        raise UsageError(
+            "continue_as_new() is not for a child run (its parent waits for its result)",
+            run_id=execution.run_id,
+        )
+    max_depth = execution.limits.max_depth
+    for n, arg in enumerate(args):
+        check_portable(arg, what=f"argument {n} of continue_as_new", max_depth=max_depth)
+    for keyword, value in kwargs.items():
+        check_portable(value, what=f"argument {keyword!r} of continue_as_new", max_depth=max_depth)
+    raise ContinueAsNew(args, kwargs)
 
 
 async def receive(

@@ -214,9 +214,17 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         return bool(created)
 
     def child_run_id(self, parent_run_id: str, position: int) -> str:
-        partition = _keys.partition_of(parent_run_id, self.partitions)
+        return self._derived_id(parent_run_id, f"child\x00{position}")
+
+    def continued_run_id(self, run_id: str) -> str:
+        return self._derived_id(run_id, "continued")
+
+    def _derived_id(self, run_id: str, what: str) -> str:
+        """A run id derived from ``run_id`` (the same every time: a retried write creates
+        the run once), in its partition."""
+        partition = _keys.partition_of(run_id, self.partitions)
         for n in itertools.count():
-            seed = f"{parent_run_id}\x00child\x00{position}\x00{n}".encode()
+            seed = f"{run_id}\x00{what}\x00{n}".encode()
             candidate = "r-" + hashlib.sha256(seed).hexdigest()[:24]
             if _keys.partition_of(candidate, self.partitions) == partition:
                 return candidate

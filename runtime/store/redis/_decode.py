@@ -61,6 +61,8 @@ def run_info(run_id: str, run: dict[bytes, bytes], hooks: dict[bytes, bytes]) ->
         version=opt_text(run.get(b"ver")),
         restarted_from=opt_text(run.get(b"restarted_from")),
         restarted_as=opt_text(run.get(b"restarted_as")),
+        continued_from=opt_text(run.get(b"continued_from")),
+        continued_to=opt_text(run.get(b"continued_to")),
         parent_run_id=opt_text(run.get(b"parent")),
         tags=loads(run[b"tags"]) if run.get(b"tags") else {},
     )

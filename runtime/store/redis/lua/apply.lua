@@ -142,6 +142,30 @@ local function apply(ops)
         redis.call('HINCRBY', keys.stats, 'started', 1)
         redis.call('SADD', key_children(req.prefix, req.run_id), op[2])
       end
+    elseif kind == 'continue' then
+      -- {'continue', run id, workflow, workflow.started data, tags JSON or ''}: the run
+      -- continue_as_new hands over to, created once (its id derives from this run's), in
+      -- this partition, with this run's session, whose active run it becomes.
+      -- Race closed: a crash between ending this run and starting its successor (a
+      -- conversation that silently stops) or a session left on the ended run: this script
+      -- does all of it with the end of the run.
+      local next_key = key_run(req.prefix, op[2])
+      if redis.call('EXISTS', next_key) == 0 then
+        redis.call('HSET', next_key, 'status', STATUS.pending, 'wf', op[3], 'created', req.now,
+          'fence', 0, 'continued_from', req.run_id)
+        if session then
+          redis.call('HSET', next_key, 'session', session)
+          local meta = key_session_meta(req.prefix, session)
+          if redis.call('HGET', meta, 'run') == req.run_id then
+            redis.call('HSET', meta, 'run', op[2])
+          end
+        end
+        if op[5] ~= '' then index_tags(req.prefix, next_key, op[2], req.now, op[5]) end
+        append_event(next_key, key_events(req.prefix, op[2]), EVENT.workflow_started, op[4])
+        enqueue(keys.tasks, op[2], op[3])
+        redis.call('HINCRBY', keys.stats, 'started', 1)
+        redis.call('HSET', keys.run, 'continued_to', op[2])
+      end
     elseif kind == 'receive' then
       -- the run waits: the next message of the topic goes to its log directly
       redis.call('HSET', keys.run, 'recv:' .. op[2], 1)

@@ -1,0 +1,26 @@
+"""What a run that continues as new (``continue_as_new``) hands to its successor: a
+conversation that never ends goes on in a fresh run with an empty log instead of growing
+one log forever."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .._codec import encode_value
+from .signals import ContinueAsNew
+
+
+def successor_input(
+    signal: ContinueAsNew, tags: dict[str, str], limit: int, run_id: str
+) -> tuple[bytes, bytes | None]:
+    """The successor's workflow.started data (its arguments, the run's current tags) and
+    its tags as the store indexes them (None: untagged)."""
+    started: dict[str, Any] = {"args": list(signal.args_)}
+    if signal.kwargs:
+        started["kwargs"] = signal.kwargs
+    if tags:
+        started["tags"] = tags
+    encoded = encode_value(started, what="continue_as_new input", limit=limit, run_id=run_id)
+    return encoded, orjson.dumps(tags, option=orjson.OPT_SORT_KEYS) if tags else None
