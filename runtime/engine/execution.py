@@ -123,8 +123,10 @@ class Execution:
                 self.checkpoint_reads[field[: -len(READ_SUFFIX)]] = set(loads(value))
             else:
                 self.checkpoints[field] = value
-        # Steps that began in an earlier execution (for ``patched`` inside a step).
-        self.steps_begun_before = {step_id for step_id, _ in self.index.started}
+        # Steps whose first attempt began in this execution: the others the index knows
+        # began in an earlier one (for ``patched`` inside a step), without a copy of the
+        # index's steps per execution (O(rounds) at every resume).
+        self.steps_begun_here: set[str] = set()
         # A dry replay (``parley replay``) stops where the recorded history ends.
         self.dry_run = dry_run
         self.position = 0
@@ -230,6 +232,11 @@ class Execution:
         ):
             self.block(position, recorded.describe(), Call(kind, name, digest).describe())
         return position, recorded
+
+    def begun_before(self, step_id: str) -> bool:
+        """Whether ``step_id`` began in an earlier execution (its first attempt, which is
+        always the first recorded, is in the index and was not recorded here)."""
+        return (step_id, 0) in self.index.started and step_id not in self.steps_begun_here
 
     def passed(self, position: int) -> bool:
         """Whether the log recorded calls at or after ``position`` (the run went past it)."""

@@ -60,6 +60,7 @@ async def call_step(
             if attempt:
                 started["attempt"] = attempt
             else:
+                execution.steps_begun_here.add(step_id)
                 started["seq"] = position
                 if digest is not None:
                     started["args"] = digest

@@ -51,7 +51,7 @@ def patched(patch_id: str) -> bool:
     if scope is None:
         if execution.passed(execution.position):
             return False
-    elif scope.step_id in execution.steps_begun_before:
+    elif execution.begun_before(scope.step_id):
         return patch_id in execution.index.step_patches.get(scope.step_id, frozenset())
     marker: dict[str, Any] = {"patch": patch_id}
     if step_id is not None:
