@@ -20,8 +20,11 @@ from ..registry import WorkflowDef
 from ..store import KnownLog
 from .replay import ReplayIndex
 
-# Runs remembered per worker: an index costs about 1 KB per round of a step_hook loop.
+# Runs remembered per worker, and the events their indexes may reflect in all: an index
+# holds ~150-200 bytes per event (about 1 KB per round of a step_hook loop), so the memory
+# stays bounded (~40 MB) however long the runs are.
 DEFAULT_REPLAY_CACHE_SIZE = 512
+DEFAULT_REPLAY_CACHE_EVENTS = 200_000
 
 
 @dataclass(slots=True)
@@ -39,8 +42,12 @@ class ReplayCache:
     the execution that uses it, which mutates its index; it comes back only if that
     execution suspends cleanly, so an aborted execution cannot leave a wrong index."""
 
-    def __init__(self, size: int = DEFAULT_REPLAY_CACHE_SIZE) -> None:
+    def __init__(
+        self, size: int = DEFAULT_REPLAY_CACHE_SIZE, max_events: int = DEFAULT_REPLAY_CACHE_EVENTS
+    ) -> None:
         self.size = size
+        self.max_events = max_events
+        self.events = 0  # the events the kept indexes reflect, in all
         self._entries: OrderedDict[str, CachedReplay] = OrderedDict()
         self.hits = 0  # claims that read only the tail of the log
         self.misses = 0  # claims that read the whole log though an index was offered
@@ -50,17 +57,19 @@ class ReplayCache:
 
     def take(self, run_id: str, workflow: WorkflowDef | None) -> CachedReplay | None:
         entry = self._entries.pop(run_id, None)
-        if entry is None or entry.workflow is not workflow:
+        if entry is None:
             return None
-        return entry
+        self.events -= entry.known.count
+        return entry if entry.workflow is workflow else None
 
     def keep(self, run_id: str, entry: CachedReplay) -> None:
-        if self.size <= 0:
+        if self.size <= 0 or entry.known.count > self.max_events:
             return
+        previous = self._entries.pop(run_id, None)
+        if previous is not None:
+            self.events -= previous.known.count
         self._entries[run_id] = entry
-        self._entries.move_to_end(run_id)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-
-    def forget(self, run_id: str) -> None:
-        self._entries.pop(run_id, None)
+        self.events += entry.known.count
+        while len(self._entries) > self.size or self.events > self.max_events:
+            _, evicted = self._entries.popitem(last=False)
+            self.events -= evicted.known.count

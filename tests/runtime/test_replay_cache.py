@@ -134,3 +134,27 @@ async def test_nondeterminism_is_detected_with_a_cached_index(rt: Runtime) -> No
     assert info.status is RunStatus.BLOCKED
     assert info.error is not None and "noted" in info.error["message"]
     assert run_id not in _cache(worker)._entries  # a blocked run is not remembered
+
+
+def test_the_cache_is_bounded_in_runs_and_in_events() -> None:
+    from runtime.engine.replay import ReplayIndex
+    from runtime.engine.replay_cache import CachedReplay, ReplayCache
+    from runtime.registry import get_workflow
+    from runtime.store import KnownLog
+
+    wf = get_workflow(cache_chat)
+    cache = ReplayCache(size=3, max_events=100)
+
+    def entry(count: int) -> CachedReplay:
+        return CachedReplay(ReplayIndex(), KnownLog("1-0", count, "0"), wf)
+
+    for n in range(5):
+        cache.keep(f"r{n}", entry(10))
+    assert len(cache) == 3 and cache.events == 30  # the 3 most recent
+    assert cache.take("r0", wf) is None and cache.take("r4", wf) is not None
+    assert cache.events == 20
+    cache.keep("big", entry(95))  # evicts the older ones to fit the event budget
+    assert len(cache) == 1 and cache.events == 95
+    cache.keep("huge", entry(101))  # larger than the budget: not kept
+    assert len(cache) == 1 and cache.take("huge", wf) is None
+    assert cache.take("big", None) is None and cache.events == 0  # other code: dropped
