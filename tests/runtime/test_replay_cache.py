@@ -6,6 +6,8 @@ against the embedded store and real Redis."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import Counter
 from typing import Any
 
@@ -158,3 +160,64 @@ def test_the_cache_is_bounded_in_runs_and_in_events() -> None:
     cache.keep("huge", entry(101))  # larger than the budget: not kept
     assert len(cache) == 1 and cache.take("huge", wf) is None
     assert cache.take("big", None) is None and cache.events == 0  # other code: dropped
+
+
+hold: dict[str, Any] = {}
+
+
+@step
+async def slow_note(n: int, answer: str) -> str:
+    executed[f"slow-{n}"] += 1
+    if hold.get("round") == n and executed[f"slow-{n}"] == 1:
+        hold["entered"].set()  # the first execution of this step stalls (a paused worker)
+        await hold["release"].wait()
+    return f"{n}:{answer}"
+
+
+@workflow(name="cache_zombie")
+async def cache_zombie(rounds: int) -> list[str]:
+    out = []
+    for n in range(rounds):
+        out.append(await slow_note(n, await ask(n)))
+    return out
+
+
+async def test_a_worker_that_lost_its_lease_keeps_no_index_of_the_run(
+    backend_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Worker A remembers the run at round 1, stalls past its lease in round 2's step; B
+    takes the run over and executes rounds 2..4; A's late write is refused and A keeps no
+    index of the run, so its next claim replays the whole log: nothing B recorded runs
+    again, and the result is right."""
+    hold.update(round=1, entered=asyncio.Event(), release=asyncio.Event())
+    async with Runtime(backend_url, partitions=2, lease_seconds=0.2) as rt:
+        a = Worker(rt, name="A")
+        run_id = await rt.start(cache_zombie, 6)
+        await a.drain()
+        await _answer(rt, run_id, 0, a)
+        assert run_id in _cache(a)._entries  # A remembers the run at round 1
+        await rt.resume_hook(make_token(run_id, "ask-1.answer.0"), "a1")
+        stalled = asyncio.create_task(a.drain())
+        await asyncio.wait_for(hold["entered"].wait(), 5)
+        b = Worker(rt, name="B", visibility_timeout=0)
+        deadline = time.monotonic() + 10
+        while not any(h.hook_id == "ask-2.answer.0" for h in await rt.list_hooks()):
+            assert time.monotonic() < deadline, "B never took the run over"
+            await b.reclaim()  # takes the task; its claim waits for A's lease to lapse
+            await b.drain()
+            await asyncio.sleep(0.02)
+        await _answer(rt, run_id, 2, b)
+        await _answer(rt, run_id, 3, b)
+        hold["release"].set()
+        await asyncio.wait_for(stalled, 5)
+        assert "lease_lost" in caplog.text
+        assert run_id not in _cache(a)._entries  # its execution's index was not kept
+        await _answer(rt, run_id, 4, a)
+        await _answer(rt, run_id, 5, a)
+        assert await rt.wait(run_id, timeout=5) == [f"{n}:a{n}" for n in range(6)]
+    # the stalled step ran twice (A's lost execution, B's); everything else once
+    assert executed == Counter({"slow-1": 2, **{f"slow-{n}": 1 for n in (0, 2, 3, 4, 5)}})
+    async with Runtime(backend_url, partitions=2) as rt:
+        events = await rt.events(run_id)
+    completed = [e.data["step_id"] for e in events if e.type == "step.completed"]
+    assert len(completed) == len(set(completed)) == 12
