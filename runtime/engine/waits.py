@@ -163,7 +163,12 @@ async def save_checkpoint(
     execution.writes.save_checkpoint(step_id, data)
     # The answers the step has read by now, saved with its state: a re-execution that
     # resumes from this checkpoint need not ask for them again (see check_step_waits).
-    reads = execution.checkpoint_reads.get(step_id, set()) | scope.consumed
+    # Only the step's latest recorded wait is ever checked, and a later suspension is on a
+    # hook not read yet: older reads are dropped, so a step that loops step_hook (a chat)
+    # saves and loads a bounded list, not one that grows with every round.
+    latest = execution.index.step_waits.get(step_id)
+    earlier = execution.checkpoint_reads.get(step_id, set())
+    reads = scope.consumed | ({latest} & earlier if latest is not None else set())
     if reads:
         execution.checkpoint_reads[step_id] = reads
         execution.writes.save_checkpoint(step_id + READ_SUFFIX, dumps(sorted(reads)))

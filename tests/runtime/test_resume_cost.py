@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 import redis
 
-from runtime import Runtime, Worker, step, step_hook, workflow
+from runtime import (
+    Runtime,
+    Worker,
+    load_step_checkpoint,
+    save_step_checkpoint,
+    step,
+    step_hook,
+    workflow,
+)
 from runtime.ids import make_token
 from runtime.testing import RedisServer
 
@@ -32,6 +40,30 @@ async def resume_cost_chat(rounds: int) -> int:
     for n in range(rounds):
         total += len(await chat_turn(n))
     return total
+
+
+@step
+async def chat_in_one_step(rounds: int) -> int:
+    """A chat in one step, like bench_chat: step_hook after step_hook, a small checkpoint
+    after each; every resume re-executes the step from its checkpoint."""
+    state = await load_step_checkpoint()
+    turn = 0 if state is None else int(state["round"])
+    while turn < rounds:
+        await step_hook(f"m{turn}")
+        turn += 1
+        await save_step_checkpoint({"round": turn, "pad": "x" * 64}, defer=True)
+    return turn
+
+
+@workflow(name="resume_cost_step_chat")
+async def resume_cost_step_chat(rounds: int) -> int:
+    return await chat_in_one_step(rounds)
+
+
+def _token(run_id: str, workflow_name: str, n: int) -> str:
+    if workflow_name == "resume_cost_step_chat":
+        return make_token(run_id, f"chat_in_one_step-0.m{n}.0")
+    return make_token(run_id, f"chat_turn-{n}.answer.0")
 
 
 @pytest.fixture
@@ -54,41 +86,50 @@ def _stats(client: redis.Redis) -> tuple[dict[str, int], int]:
 
 
 async def _resume(
-    rt: Runtime, worker: Worker, client: redis.Redis, run_id: str, n: int
+    rt: Runtime, worker: Worker, client: redis.Redis, run_id: str, workflow_name: str, n: int
 ) -> tuple[dict[str, int], int]:
     """Answer round ``n`` and let the worker resume the run (to its next suspension):
     the commands and the bytes Redis sent meanwhile."""
     client.config_resetstat()
     _, before = _stats(client)
-    await rt.resume_hook(make_token(run_id, f"chat_turn-{n}.answer.0"), "yes")
+    await rt.resume_hook(_token(run_id, workflow_name, n), "yes")
     await worker.drain()
     calls, after = _stats(client)
     return calls, after - before
 
 
-async def _rounds(server: RedisServer, replay_cache: int, sampled: tuple[int, ...]) -> Any:
+async def _rounds(
+    server: RedisServer,
+    replay_cache: int,
+    sampled: tuple[int, ...],
+    chat: Any = resume_cost_chat,
+) -> Any:
     client = redis.Redis(port=server.port)
     samples = {}
     try:
         async with Runtime(server.url, partitions=PARTITIONS) as rt:
             worker = Worker(rt, replay_cache=replay_cache)
-            run_id = await rt.start(resume_cost_chat, max(sampled) + 2)
+            run_id = await rt.start(chat, max(sampled) + 2)
+            name = chat.__parley_workflow__
             await worker.drain()
             for n in range(max(sampled) + 1):
                 if n in sampled:
-                    samples[n] = await _resume(rt, worker, client, run_id, n)
+                    samples[n] = await _resume(rt, worker, client, run_id, name, n)
                 else:
-                    await rt.resume_hook(make_token(run_id, f"chat_turn-{n}.answer.0"), "yes")
+                    await rt.resume_hook(_token(run_id, name, n), "yes")
                     await worker.drain()
             return samples, worker.tasks.replay_cache
     finally:
         client.close()
 
 
+@pytest.mark.parametrize("chat", [resume_cost_chat, resume_cost_step_chat])
 async def test_a_resume_at_round_1000_costs_what_it_costs_at_round_10(
-    server: RedisServer,
+    server: RedisServer, chat: Any
 ) -> None:
-    samples, cache = await _rounds(server, replay_cache=16, sampled=(10, 1000))
+    """A step per round (each completes), or one step that loops step_hook (its checkpoint
+    and the answers it has read are saved and loaded at every round)."""
+    samples, cache = await _rounds(server, replay_cache=16, sampled=(10, 1000), chat=chat)
     (calls_10, bytes_10), (calls_1000, bytes_1000) = samples[10], samples[1000]
     print("round 10:", calls_10, bytes_10, "bytes\nround 1000:", calls_1000, bytes_1000, "bytes")
     # the same commands, scripts' own included (an XRANGE of the whole log would not be)
