@@ -266,7 +266,7 @@ async def test_the_operator_compacts_the_ended_runs_left_uncompacted(rt: Runtime
     for status, run_id in left.items():
         await _ended_uncompacted(store, run_id, status.value)
     before = {run_id: await rt.events(run_id) for run_id in left.values()}
-    ended = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+    ended = {status for status in RunStatus if status.finished}
     assert await rt.compact_ended() == len(ended)
     for status, run_id in left.items():
         keys = store.run_keys(run_id)
