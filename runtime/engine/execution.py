@@ -9,15 +9,12 @@ after a recorded step result), so a HITL lifecycle costs a handful of round trip
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from contextvars import ContextVar
 from typing import Any
 
-import orjson
-
-from .. import _clock, _faults
-from .._codec import dumps, encode_value, loads
+from .. import _clock
+from .._codec import dumps, loads
 from ..errors import (
     EventLimitExceeded,
     LeaseLost,
@@ -26,12 +23,12 @@ from ..errors import (
     UsageError,
 )
 from ..ids import make_token
-from ..models import WAKING_EVENTS, Event, EventType, RunStatus
+from ..models import WAKING_EVENTS, Event, EventType
 from ..registry import WorkflowDef
 from ..settings import Limits
 from ..store import ApplyOutcome, Claim, Finish, KnownLog, Store, Writes
-from .continuing import successor_input
-from .failures import describe_error, outage, public_error
+from .endings import Endings
+from .failures import outage
 from .replay import Call, ReplayIndex
 from .replay_cache import CachedReplay
 from .signals import (
@@ -48,7 +45,6 @@ from .tasks import track_tasks
 # A checkpoint's companion field: the hooks whose answers the step had read when it saved.
 READ_SUFFIX = "!read"
 
-log = logging.getLogger("parley.execution")
 
 current_execution: ContextVar[Execution | None] = ContextVar("parley_execution", default=None)
 current_step: ContextVar[StepScope | None] = ContextVar("parley_step", default=None)
@@ -60,7 +56,7 @@ def _adopt(task: asyncio.Future[Any]) -> None:
         execution.children.append(task)
 
 
-class Execution:
+class Execution(Endings):
     """One run of a workflow's code by the worker that holds the run's lease.
 
     Built from a :class:`~runtime.store.Claim` (the fence, the log, the checkpoints), it
@@ -434,51 +430,6 @@ class Execution:
         self.index.suspended_on.difference_update(recorded)
         return arrived
 
-    async def _finish_completed(self, result: Any) -> None:
-        try:
-            encoded = encode_value(
-                result,
-                what="workflow result",
-                limit=self.limits.max_payload_bytes,
-                run_id=self.run_id,
-            )
-        except Exception as exc:
-            await self.finish_failed(exc)
-            return
-        self.record_encoded(
-            EventType.WORKFLOW_COMPLETED, b'{"result":' + encoded + b"}", {"result": None}
-        )
-        self.post_status(RunStatus.COMPLETED)
-        notify = self._child_end(RunStatus.COMPLETED, result=orjson.Fragment(encoded))
-        try:
-            await self._apply(finish=Finish(RunStatus.COMPLETED, encoded, notify))
-        except EventLimitExceeded as exc:
-            await self.finish_failed(exc)
-            return
-        self.outcome = "completed"
-        _faults.crash_point("after_final_event")
-
-    async def _finish_continued(self, signal: ContinueAsNew) -> None:
-        """End the run as ``continued``: its successor (id derived from this run's, same
-        partition, session and tags) is created, enqueued and made the session's active
-        run in the same atomic write; this run's pending hooks close like at any end."""
-        next_id = self.store.continued_run_id(self.run_id)
-        limit = self.limits.max_payload_bytes
-        try:
-            started, tags = successor_input(signal, self.index.tags, limit, self.run_id)
-        except Exception as exc:
-            await self.finish_failed(exc)
-            return
-        self.writes.continue_as(next_id, self.workflow.name, started, tags)
-        self.record(EventType.WORKFLOW_CONTINUED, {"continued_to": next_id})
-        self.post_status(RunStatus.CONTINUED, continued_to=next_id)
-        try:
-            await self._apply(finish=Finish(RunStatus.CONTINUED, dumps({"continued_to": next_id})))
-        except EventLimitExceeded as exc:
-            await self.finish_failed(exc)
-            return
-        self.outcome = "continued"
-
     def remembered(self) -> CachedReplay | None:
         """What the worker may keep of this execution for the run's next claim: only after
         a clean suspension, when the index holds exactly the log up to :attr:`last_id`."""
@@ -486,33 +437,3 @@ class Execution:
             return None
         known = KnownLog(self.last_id, self.event_count, self.generation)
         return CachedReplay(self.index, known, self.workflow)
-
-    async def finish_failed(self, exc: BaseException) -> None:
-        error = describe_error(exc)
-        log.info("run failed: %s", error["message"], extra={"run_id": self.run_id})
-        self.record(EventType.WORKFLOW_FAILED, {"error": error})
-        self.post_status(RunStatus.FAILED, error=public_error(error))
-        notify = self._child_end(RunStatus.FAILED, error=error)
-        await self._apply(finish=Finish(RunStatus.FAILED, dumps(error), notify), event_slack=16)
-        self.outcome = "failed"
-        _faults.crash_point("after_final_event")
-
-    def _child_end(self, status: RunStatus, **outcome: Any) -> bytes | None:
-        """What the parent's log records when this run (started by child()) ends."""
-        if self.parent is None:
-            return None
-        return orjson.dumps({"child_run_id": self.run_id, "status": status.value, **outcome})
-
-    async def _block(self, error: NondeterminismError) -> None:
-        """Park the run, untouched, until code that matches its log retries it."""
-        log.error("run blocked: %s", error.message, extra={"run_id": self.run_id})
-        described = error.to_json()
-        self.record(EventType.WORKFLOW_BLOCKED, {"error": described})
-        await self._apply(finish=Finish(RunStatus.BLOCKED, dumps(described)), event_slack=16)
-        self.outcome = "blocked"
-
-    def post_status(self, status: RunStatus, **extra: Any) -> None:
-        if self.session:
-            self.writes.post(
-                dumps({"type": "status", "status": status.value, "run_id": self.run_id, **extra})
-            )
