@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +21,68 @@ pytestmark = [
 ]
 
 
+def _command(*args: str, module: str = "bench.hitl") -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+def _parse(returncode: int, out: str, err: str) -> tuple[dict[str, Any], str]:
+    assert returncode == 0, f"{out}\n{err}"
+    return orjson.loads(out.strip().splitlines()[-1]), out
+
+
 def _bench(*args: str, module: str = "bench.hitl") -> tuple[dict[str, Any], str]:
     """Run the README's command (it starts its own redis-server) and parse its JSON line."""
     proc = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=90,
-        check=False,
+        _command(*args, module=module), cwd=ROOT, capture_output=True, timeout=90, check=False
     )
-    out = proc.stdout.decode()
-    assert proc.returncode == 0, f"{out}\n{proc.stderr.decode()}"
-    return orjson.loads(out.strip().splitlines()[-1]), out
+    return _parse(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+# The modes whose checks do not depend on the machine's load (runs completed once, figures
+# present, no deadline early) run side by side: each starts its own redis-server and
+# workers, and most of their time is spent waiting (windows, deadlines, compaction), so the
+# suite waits for the slowest instead of their sum. The main mode, whose task count is read
+# after the runs settle, runs alone before them.
+CONCURRENT = {
+    "deadline": _command("--mode", "deadline", "--runs", "50", "--workers", "1"),
+    "rounds": _command(
+        "--mode", "rounds", "--round-points", "1", "4", "--samples", "2", "--idle-window", "0.2"
+    ),
+    "idle": _command(
+        "--mode", "idle", "--idle-workers", "1", "2", "--idle-partitions", "2",
+        "--runs", "20", "--spread", "0.3", "--idle-window", "0.3",
+    ),
+    "ceiling": _command("--mode", "ceiling", "--ceiling-scripts", "2000"),
+    "report": _command(
+        "--quick", "--runs", "20", "--warmup", "5", "--probe", "3", "--idle-window", "0.2",
+        "--ceiling-scripts", "2000", "--round-points", "1", "3", "--samples", "2",
+        "--idle-workers", "1", "--idle-partitions", "2",
+        module="bench.report",
+    ),
+}  # fmt: skip
+
+
+Launched = dict[str, "subprocess.Popen[bytes]"]
+
+
+@pytest.fixture(scope="module")
+def launched() -> Iterator[Launched]:
+    procs = {
+        name: subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for name, cmd in CONCURRENT.items()
+    }
+    try:
+        yield procs
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
+def _finished(launched: Launched, name: str) -> tuple[dict[str, Any], str]:
+    out, err = launched[name].communicate(timeout=180)
+    return _parse(launched[name].returncode, out.decode(), err.decode())
 
 
 def test_hitl_lifecycles_complete_once() -> None:
@@ -70,18 +121,16 @@ def test_hitl_lifecycles_complete_once() -> None:
     assert "Redis settings in effect" in table
 
 
-def test_deadlines_fire_once_and_never_early() -> None:
-    result, table = _bench("--mode", "deadline", "--runs", "50", "--workers", "1")
+def test_deadlines_fire_once_and_never_early(launched: Launched) -> None:
+    result, table = _finished(launched, "deadline")
     assert result["expired_once"] == 50, result["problems"]
     assert result["early"] == 0
     assert result["lateness_ms"]["n"] == 50
     assert "deadline tick" in table
 
 
-def test_rounds_mode_measures_each_round_of_one_run() -> None:
-    result, table = _bench(
-        "--mode", "rounds", "--round-points", "1", "4", "--samples", "2", "--idle-window", "0.2"
-    )  # fmt: skip
+def test_rounds_mode_measures_each_round_of_one_run(launched: Launched) -> None:
+    result, table = _finished(launched, "rounds")
     assert result["completed_once"] == 1, result["problems"]  # every round answered once
     assert result["rounds"] == 6
     assert set(result["per_resume"]) == {"1", "4"}
@@ -94,11 +143,8 @@ def test_rounds_mode_measures_each_round_of_one_run() -> None:
     assert "resume at round 4" in table
 
 
-def test_idle_mode_counts_commands_and_fires_deadlines_once() -> None:
-    result, table = _bench(
-        "--mode", "idle", "--idle-workers", "1", "2", "--idle-partitions", "2",
-        "--runs", "20", "--spread", "0.3", "--idle-window", "0.3",
-    )  # fmt: skip
+def test_idle_mode_counts_commands_and_fires_deadlines_once(launched: Launched) -> None:
+    result, table = _finished(launched, "idle")
     assert set(result["cells"]) == {"1x2", "2x2"}
     for cell in result["cells"].values():
         assert len(cell["commands_per_s_per_worker"]) == cell["workers"]
@@ -111,20 +157,15 @@ def test_idle_mode_counts_commands_and_fires_deadlines_once() -> None:
     assert "deadline lateness" in table
 
 
-def test_ceiling_mode() -> None:
-    result, table = _bench("--mode", "ceiling", "--ceiling-scripts", "2000")
+def test_ceiling_mode(launched: Launched) -> None:
+    result, table = _finished(launched, "ceiling")
     assert result["ceiling"]["scripts_per_s"] > 0
     assert result["ceiling"]["lifecycles_per_s"] > 0
     assert "ceiling" in table
 
 
-def test_report_prints_every_figure_in_one_run() -> None:
-    result, table = _bench(
-        "--quick", "--runs", "20", "--warmup", "5", "--probe", "3", "--idle-window", "0.2",
-        "--ceiling-scripts", "2000", "--round-points", "1", "3", "--samples", "2",
-        "--idle-workers", "1", "--idle-partitions", "2",
-        module="bench.report",
-    )  # fmt: skip
+def test_report_prints_every_figure_in_one_run(launched: Launched) -> None:
+    result, table = _finished(launched, "report")
     assert result["completed_once"] is True, result["problems"]
     assert result["main_1_worker"]["completed_once"] == 20
     assert result["main_2_workers"]["completed_once"] == 20
