@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import pytest
 import redis
 
-from runtime import RunNotFound, Runtime, StoreUnavailable
+from runtime import HookNotFound, RunNotFound, Runtime, StoreUnavailable
 from runtime.models import Event, EventType
 from runtime.testing import RedisSentinels, WorkerProcess
 
@@ -97,6 +97,12 @@ class Driver:
                     await self.rt.resume_hook(hook.token, payload)  # True, or False: again
                 except StoreUnavailable:
                     self.refused += 1  # unknown: if it was lost, the hook is listed again
+                    continue
+                except (RunNotFound, HookNotFound):
+                    # A stale read during the failover (the restarted old master, still
+                    # empty, reached before Sentinel reconfigured it: README, Deployment);
+                    # nothing was acknowledged, and the hook is listed again.
+                    self.refused += 1
                     continue
                 self.answered[hook.token] = payload
             await asyncio.sleep(0.02)
