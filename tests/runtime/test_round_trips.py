@@ -5,12 +5,10 @@ The worker is driven through its public ``drain()``."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from runtime import (
     Runtime,
@@ -23,70 +21,37 @@ from runtime import (
 )
 from runtime.store.redis import SCRIPT_NAMES
 from runtime.testing import RedisServer
+from tests.monitor import MARK, MonitorFeed
 from tests.raw_redis import raw
 
 pytestmark = pytest.mark.redis
 
 PARTITIONS = 4
-_MARK = "parley-test-mark:"
 _SCRIPTS = SCRIPT_NAMES
 
 
-class CommandLog:
-    """Every command a private redis-server executes (MONITOR on a connection of its own),
-    split into sections by :meth:`mark`. Script calls are named after their script
-    (``claim``, ``apply``...), other commands by their upper-case name; commands that
-    scripts run inside Redis are left out (they cost no round trip)."""
-
-    def __init__(self, server: RedisServer) -> None:
-        self.server = server
-        self._entries: list[dict[str, Any]] = []
-        self._ready = threading.Event()
-        self._marker = redis.Redis(port=server.port)
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("MONITOR did not start")
-
-    def _read(self) -> None:
-        client = redis.Redis(port=self.server.port)
-        with client.monitor() as monitor:  # type: ignore[no-untyped-call]
-            self._ready.set()
-            while True:
-                entry = monitor.next_command()
-                self._entries.append(entry)
-                if entry["command"] == f"ECHO {_MARK}end":
-                    return
-
-    def mark(self, label: str) -> None:
-        """A marker in the feed (its own connection): everything the test did before this
-        call was executed before it."""
-        self._marker.echo(f"{_MARK}{label}")
+class CommandLog(MonitorFeed):
+    """Every command a private redis-server executes, split into sections by
+    :meth:`mark`. Script calls are named after their script (``claim``, ``apply``...),
+    other commands by their upper-case name; commands that scripts run inside Redis are
+    left out (they cost no round trip)."""
 
     def sections(self, rt: Runtime) -> dict[str, list[str]]:
         """Ends the log; the commands between each marker and the next, by marker."""
-        self.mark("end")
-        self._thread.join(10)
-        assert not self._thread.is_alive(), "the MONITOR feed did not end"
+        self.end()
         names = {getattr(raw(rt).scripts, name).sha: name for name in _SCRIPTS}
         sections: dict[str, list[str]] = {}
         current: list[str] = []
-        for entry in self._entries:
+        for entry in self.entries:
             if entry["client_type"] == "lua":
                 continue
             name, *args = entry["command"].split(" ")
             name = name.upper()
-            if name == "ECHO" and args[0].startswith(_MARK):
-                current = sections.setdefault(args[0][len(_MARK) :], [])
+            if name == "ECHO" and args[0].startswith(MARK):
+                current = sections.setdefault(args[0][len(MARK) :], [])
                 continue
             current.append(names.get(args[0], args[0]) if name == "EVALSHA" else name)
         return sections
-
-    def close(self) -> None:
-        if self._thread.is_alive():
-            self.mark("end")
-            self._thread.join(10)
-        self._marker.close()
 
 
 @pytest.fixture

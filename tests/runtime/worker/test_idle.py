@@ -8,7 +8,6 @@ the commands that scripts run inside Redis are not round trips and are left out.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -21,12 +20,12 @@ import redis
 from runtime import STEP_HOOK_TIMEOUT, RunStatus, Runtime, Worker, step, step_hook, workflow
 from runtime.testing import RedisServer
 from tests.helpers import running
+from tests.monitor import MARK, MonitorFeed
 from tests.raw_redis import raw
 
 # The issue's target: an idle worker issues at most this many commands a second.
 BUDGET_PER_SECOND = 5
 WINDOW = 3.0  # seconds of counting
-_MARK = "parley-idle-mark:"
 
 
 @step
@@ -40,46 +39,24 @@ async def idle_deadline_wf(timeout: str) -> Any:
     return await ask(timeout)
 
 
-class Monitor:
+class Monitor(MonitorFeed):
     """The top-level commands a private redis-server executes between two marks."""
-
-    def __init__(self, server: RedisServer) -> None:
-        self._entries: list[dict[str, Any]] = []
-        self._ready = threading.Event()
-        self._port = server.port
-        self._marker = redis.Redis(port=server.port)
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "MONITOR did not start"
-
-    def _read(self) -> None:
-        with redis.Redis(port=self._port).monitor() as monitor:  # type: ignore[no-untyped-call]
-            self._ready.set()
-            while True:
-                entry = monitor.next_command()
-                self._entries.append(entry)
-                if entry["command"] == f"ECHO {_MARK}end":
-                    return
-
-    def mark(self, label: str) -> None:
-        self._marker.echo(f"{_MARK}{label}")
 
     def between(self, start: str, end: str, *, lua: bool = False) -> Counter[str]:
         """Ends the feed; the commands between the two marks, by name (``lua``: those
         the scripts ran inside Redis instead)."""
-        self.mark("end")
-        self._thread.join(10)
+        self.end()
         counted: Counter[str] = Counter()
         inside = False
-        for entry in self._entries:
+        for entry in self.entries:
             command = entry["command"]
-            if command == f"ECHO {_MARK}{start}":
+            if command == f"ECHO {MARK}{start}":
                 inside = True
-            elif command == f"ECHO {_MARK}{end}":
+            elif command == f"ECHO {MARK}{end}":
                 break
             elif inside and (entry["client_type"] == "lua") == lua:
                 counted[command.split(" ")[0].upper()] += 1
-        self._marker.close()
+        self.close()
         return counted
 
 
