@@ -81,7 +81,7 @@ async def _deadlines(env: Env, n: int, spread: float) -> dict[str, Any]:
     late, _done, problems = _lateness(ids, await env.run_events(ids))
     # The next cell's idle window must not count these runs' compaction (a few seconds
     # after their end).
-    await wait_for(lambda: env.all_compacted(ids), 60, "compactions")
+    await wait_for(lambda: env.all_compacted(ids), 60, "compactions", every=0.5)
     return {
         "runs": n,
         "expired_once": n - len(problems),

@@ -106,7 +106,7 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
     # A finished run is compacted a few seconds after its end (runtime/store/redis/
     # _compaction.py): its bytes are read once the runs' logs have made way for archives.
     sample = run_ids[:: max(1, n // 50)]
-    await wait_for(lambda: env.all_compacted(run_ids), 60, "compactions")
+    await wait_for(lambda: env.all_compacted(run_ids), 60, "compactions", every=0.5)
     s4, _ = await snap(env)
     finished_bytes = await _key_bytes(env, sample, ("run", "events", "ckpt", "hooks", "archive"))
     config = await redis_settings(env)
