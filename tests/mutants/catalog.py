@@ -139,6 +139,16 @@ MUTANTS: tuple[Mutant, ...] = (
         new="  if false then  -- (mutant) any worker replays any version",
         tests=(f"{RUNTIME_TESTS}/test_versions.py::test_a_worker_parks_runs_of_another_version",),
     ),
+    Mutant(
+        name="compact_fence",
+        path=f"{LUA}/compact.lua",
+        old="FINISHED[rs[1]] and tonumber(rs[2]) == length",
+        new="FINISHED[rs[1]]  -- (mutant) swaps an archive older than the log",
+        tests=(
+            f"{RUNTIME_TESTS}/store/test_compaction.py"
+            "::test_compaction_is_fenced_against_a_change_after_its_read",
+        ),
+    ),
     # Observable only in a `parley worker` subprocess: caught only if the worker processes
     # the tests start import the mutated copy (a canary for the runner itself).
     Mutant(

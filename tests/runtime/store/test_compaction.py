@@ -137,8 +137,16 @@ async def _ended_uncompacted(store: RedisStore, run_id: str, status: str) -> Non
     keys = store.run_keys(run_id)
     await store.client.hset(keys.run, mapping={"status": status, "wf": "wf", "created": 1})
     for n in range(3):
-        await store.client.xadd(keys.events, {"t": "step.started", "d": f'{{"n":{n}}}'})
+        await _append(store, run_id, "step.started", f'{{"n":{n}}}')
     await store.client.hset(keys.hooks, "h", 'R-{"name":"h"}')
+
+
+async def _append(store: RedisStore, run_id: str, event_type: str, data: str) -> None:
+    """An event appended as every script appends one (lua/lib.lua append_event): the
+    run's event count `nev` goes up with it."""
+    keys = store.run_keys(run_id)
+    await store.client.xadd(keys.events, {"t": event_type, "d": data})
+    await store.client.hincrby(keys.run, "nev", 1)
 
 
 def _args(entries: list[Any], hooks: list[bytes]) -> list[Any]:
@@ -154,7 +162,7 @@ async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime)
     entries = [(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream]
     hooks = [b"h", b'R-{"name":"h"}']
     # an event lands between the read and the swap: the swap refuses, nothing is lost
-    await store.client.xadd(keys.events, {"t": "timer.fired", "d": "{}"})
+    await _append(store, run_id, "timer.fired", "{}")
     assert not await store._compact_now([(0, keys, _args(entries, hooks))])
     assert await store.client.xlen(keys.events) == 4
     # a hook written between the read and the swap: refused too

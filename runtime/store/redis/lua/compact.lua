@@ -2,11 +2,12 @@
 -- (built by the worker, runtime/store/redis/_archive.py: Lua has no zlib), and drop what
 -- is left of their checkpoints: ~0.6 KB of Redis per run for the retention instead of ~5 KB.
 -- Race closed: a run's log or hooks changing between the read its blob was made from and
--- this swap (a late event, a second compaction, a run that is no longer ended): a run is
--- swapped only while it is ended and its log's last id and length and its hooks' count are
--- the ones its blob was made from (a compacted run has no log left to match); otherwise
--- nothing of it changes and it stays readable as it is. (An ended run's hooks do not change: every script that
--- writes a hook checks first that its run has not ended.)
+-- this swap (a late event, a run that is no longer ended): a run is swapped only while it
+-- is ended and its event count (the hash's `nev`, which every append increments) and its
+-- hooks' count are the ones its blob was made from; otherwise nothing of it changes and it
+-- stays readable as it is. (An ended run's hooks do not change: every script that writes a
+-- hook checks first that its run has not ended.) A second compaction of a run swaps in the
+-- blob of the same log again.
 -- KEYS: per run (all in one partition): its hash, events, hooks, checkpoints, archive.
 -- ARGV: per run: the log's last id, its length, the hooks hash's field count, the blob.
 -- Returns how many runs were compacted.
@@ -16,23 +17,20 @@ for r = 0, #KEYS / 5 - 1 do
     KEYS[5 * r + 4], KEYS[5 * r + 5]
   local last_id, length, nhooks = ARGV[4 * r + 1], tonumber(ARGV[4 * r + 2]),
     tonumber(ARGV[4 * r + 3])
-  local status = redis.call('HGET', run, 'status')
-  if status and FINISHED[status] then
-    local last = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
-    if last[1] and last[1][1] == last_id and redis.call('XLEN', events) == length
-        and redis.call('HLEN', hooks) == nhooks then
-      -- expires with the run's other keys (end_run set their expiry)
-      local ttl = redis.call('PTTL', run)
-      if ttl > 0 then
-        redis.call('SET', archive, ARGV[4 * r + 4], 'PX', ttl)
-      else
-        redis.call('SET', archive, ARGV[4 * r + 4])
-      end
-      -- what lua/wait_state.lua reports as the run's last event id once the stream is gone
-      redis.call('HSET', run, 'last', last_id)
-      redis.call('DEL', events, hooks, ckpt)
-      done = done + 1
+  local rs = redis.call('HMGET', run, 'status', 'nev')
+  if rs[1] and FINISHED[rs[1]] and tonumber(rs[2]) == length
+      and redis.call('HLEN', hooks) == nhooks then
+    -- expires with the run's other keys (end_run set their expiry)
+    local ttl = redis.call('PTTL', run)
+    if ttl > 0 then
+      redis.call('SET', archive, ARGV[4 * r + 4], 'PX', ttl)
+    else
+      redis.call('SET', archive, ARGV[4 * r + 4])
     end
+    -- what lua/wait_state.lua reports as the run's last event id once the stream is gone
+    redis.call('HSET', run, 'last', last_id)
+    redis.call('DEL', events, hooks, ckpt)
+    done = done + 1
   end
 end
 return done
