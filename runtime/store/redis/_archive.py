@@ -7,15 +7,16 @@ The blob is a format byte, then zlib with a preset dictionary of the words every
 repeats (event types, field names), of JSON ``{"e": [[id, type, data], ...], "h": {field:
 record}}`` where each event's data is embedded as the JSON the stream held (so it decodes
 to the very same values) and the hooks hash is kept field by field (records and answer
-digests, ._records). Lua has no zlib: the worker that ended the run builds the blob from
-what the ending script returned, and the swap is fenced (the log's last id and length,
-the hooks' count). The format byte names the dictionary: a blob written with one is read
+digests, ._records). Lua has no zlib: the process that ended the run builds the blob from
+the log and hooks it reads later, and the swap is fenced (the log's length, the hooks'
+count). The format byte names the dictionary: a blob written with one is read
 with that one forever, so the dictionary below never changes; a new one gets a new byte.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -37,15 +38,17 @@ _ZDICT_1 = (
 _LEVEL = 6
 
 
-def pack(entries: list[Any], hooks: list[bytes]) -> bytes:
-    """The blob of a log (XRANGE's reply inside a script: ``[id, [b"t", type, b"d",
-    data]]`` each) and a hooks hash (HGETALL's flat reply inside a script)."""
+def pack(
+    stream: Sequence[tuple[bytes, Mapping[bytes, bytes]]], hooks: Mapping[bytes, bytes]
+) -> bytes:
+    """The blob of a log (XRANGE's reply: ``(id, {b"t": type, b"d": data})`` each) and a
+    hooks hash (HGETALL's reply)."""
     doc = {
         "e": [
-            [entry_id.decode(), fields[1].decode(), orjson.Fragment(fields[3])]
-            for entry_id, fields in entries
+            [entry_id.decode(), fields[b"t"].decode(), orjson.Fragment(fields[b"d"])]
+            for entry_id, fields in stream
         ],
-        "h": {hooks[i].decode(): hooks[i + 1].decode() for i in range(0, len(hooks), 2)},
+        "h": {field.decode(): record.decode() for field, record in hooks.items()},
     }
     packer = zlib.compressobj(_LEVEL, zdict=_ZDICT_1)
     return _FORMAT_1 + packer.compress(orjson.dumps(doc)) + packer.flush()

@@ -6,10 +6,12 @@ A run is compacted :data:`COMPACT_DELAY_SECONDS` after it ended, not at once: wh
 follows a run by blocking on its event stream (``Runtime.wait``, a console, a benchmark's
 probe) issues its read moments after it last saw the run running; once the stream is gone,
 such a read would block for its whole timeout instead of returning the run's last event.
-The delay also lets one script call per partition compact every run that ended meanwhile.
-The blob is built when the run ends, from what the ending script returned (no read
-again); a process that stops first compacts what it holds (:meth:`close`), and one that dies
-leaves its runs as they were: bigger, but read the same way."""
+The delay also lets one round trip read, and one script call per partition swap, every run
+that ended meanwhile: the process that ended a run holds only its id until then, and the
+blob is built then, off the path of the executions (an ending script that returned the log
+cost Redis more, in Lua tables, than a plain XRANGE later, and its worker the blob at once).
+A process that stops first compacts what it holds (:meth:`close`), and one that dies leaves
+its runs as they were: bigger, but read the same way."""
 
 from __future__ import annotations
 
@@ -40,27 +42,27 @@ def archive_key(keys: _keys.RunKeys) -> str:
 
 _ENDED = {status.value.encode() for status in FINISHED_STATUSES}
 
-# a run to compact: (when, its keys, its ARGV for lua/compact.lua)
-_Due = tuple[float, _keys.RunKeys, list[Any]]
+# a run to compact: its keys and its ARGV for lua/compact.lua
+_Swap = tuple[_keys.RunKeys, list[Any]]
+
+# runs read (and then swapped) per round trip
+_READ_CHUNK = 500
 
 
 class CompactionStore(StorePart):
     """The compaction part of :class:`~runtime.store.redis.RedisStore`."""
 
     compact_delay: float = COMPACT_DELAY_SECONDS
-    _due: deque[_Due] | None = None
+    # runs to compact: (when, run id), in the order they ended
+    _due: deque[tuple[float, str]] | None = None
     _compactor: asyncio.Task[None] | None = None
 
-    def _compact_later(self, run_id: str, entries: list[Any], hooks: list[bytes]) -> None:
-        """Compact run ``run_id``, just ended, later, from the log and hooks its ending
-        script returned (``entries``: XRANGE's reply in a script; ``hooks``: HGETALL's)."""
-        if not entries:
-            return
+    def _compact_later(self, run_id: str) -> None:
+        """Compact run ``run_id``, just ended, after :attr:`compact_delay`."""
         loop = asyncio.get_running_loop()
-        args = [entries[-1][0], len(entries), len(hooks) // 2, _archive.pack(entries, hooks)]
         if self._due is None:
             self._due = deque()
-        self._due.append((loop.time() + self.compact_delay, self._run(run_id), args))
+        self._due.append((loop.time() + self.compact_delay, run_id))
         if self._compactor is None or self._compactor.done():
             # In a context of its own: the task must not hold (nor be adopted by, see
             # runtime/engine/tasks.py) the execution whose end made it start.
@@ -75,24 +77,28 @@ class CompactionStore(StorePart):
             now = asyncio.get_running_loop().time()
             batch = []
             while due and due[0][0] <= now:
-                batch.append(due.popleft())
-            await self._compact_now(batch)
+                batch.append(due.popleft()[1])
+            await self._compact_best_effort(batch)
 
-    async def _compact_now(self, batch: Sequence[_Due]) -> int:
-        """One script call per partition; best effort (the runs have ended whatever
-        happens here: one left uncompacted is read the same way)."""
+    async def _compact_best_effort(self, run_ids: Sequence[str]) -> int:
+        """:meth:`compact`, for runs whose compaction nobody waits for: the runs have ended
+        whatever happens here, and one left uncompacted is read the same way."""
+        try:
+            return await self.compact(run_ids)
+        except (ParleyError, RedisError, OSError) as exc:
+            log.info("%d ended runs were not compacted (%s): they stay readable", len(run_ids), exc)
+            return 0
+
+    async def _swap(self, batch: Sequence[_Swap]) -> int:
+        """One script call per partition; returns how many runs were swapped."""
         by_partition: dict[int, tuple[list[str], list[Any]]] = defaultdict(lambda: ([], []))
-        for _, keys, args in batch:
+        for keys, args in batch:
             names, argv = by_partition[keys.partition]
             names += [keys.run, keys.events, keys.hooks, keys.ckpt, archive_key(keys)]
             argv += args
-        try:
-            done = await asyncio.gather(
-                *(self.scripts.compact(keys=k, args=a) for k, a in by_partition.values())
-            )
-        except (ParleyError, RedisError, OSError) as exc:
-            log.info("%d ended runs were not compacted (%s): they stay readable", len(batch), exc)
-            return 0
+        done = await asyncio.gather(
+            *(self.scripts.compact(keys=k, args=a) for k, a in by_partition.values())
+        )
         return sum(int(n) for n in done)
 
     async def flush_compactions(self) -> int:
@@ -100,32 +106,37 @@ class CompactionStore(StorePart):
         if self._compactor is not None:
             self._compactor.cancel()
             self._compactor = None
-        batch = list(self._due or ())
+        run_ids = [run_id for _, run_id in self._due or ()]
         if self._due is not None:
             self._due.clear()
-        return await self._compact_now(batch) if batch else 0
+        return await self._compact_best_effort(run_ids) if run_ids else 0
 
     async def compact(self, run_ids: Sequence[str], *, later: bool = False) -> int:
-        """Compact these ended runs, now (or ``later``: after the delay), reading each
-        one's log and hooks first; runs not ended, already compacted, or changed meanwhile
-        are left as they are. Returns how many were compacted now."""
-        batch: list[_Due] = []
-        for run_id in run_ids:
-            keys = self._run(run_id)
-            # not one atomic read: the swap's fence finds out if they changed in between
+        """Compact these ended runs, now (or ``later``: after the delay), reading their logs
+        and hooks first, one round trip per :data:`_READ_CHUNK` runs; runs not ended,
+        already compacted, or changed meanwhile are left as they are. Returns how many were
+        compacted now."""
+        if later:
+            for run_id in run_ids:
+                self._compact_later(run_id)
+            return 0
+        compacted = 0
+        for first in range(0, len(run_ids), _READ_CHUNK):
+            chunk = [self._run(run_id) for run_id in run_ids[first : first + _READ_CHUNK]]
+            # not one atomic read: the swap's fence finds out if a run changed in between
             async with self.client.pipeline(transaction=False) as pipe:
-                pipe.xrange(keys.events)
-                pipe.hgetall(keys.hooks)
-                stream, hash_ = await pipe.execute()
-            # in the form an ending script returns them
-            entries = [(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream]
-            hooks = [part for item in hash_.items() for part in item]
-            if later:
-                self._compact_later(run_id, entries, hooks)
-            elif entries:
-                args = [entries[-1][0], len(entries), len(hooks) // 2]
-                batch.append((0.0, keys, [*args, _archive.pack(entries, hooks)]))
-        return await self._compact_now(batch) if batch else 0
+                for keys in chunk:
+                    pipe.xrange(keys.events)
+                    pipe.hgetall(keys.hooks)
+                replies = await pipe.execute()
+            batch: list[_Swap] = []
+            for keys, stream, hooks in zip(chunk, replies[::2], replies[1::2], strict=True):
+                if stream:  # none: compacted already, or never logged
+                    args = [stream[-1][0], len(stream), len(hooks), _archive.pack(stream, hooks)]
+                    batch.append((keys, args))
+            if batch:
+                compacted += await self._swap(batch)
+        return compacted
 
     async def compact_ended(self) -> int:
         """Compact every ended run that still has its stream (its process stopped within

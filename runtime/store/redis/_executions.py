@@ -12,6 +12,7 @@ import orjson
 from redis.exceptions import ResponseError
 
 from ...errors import StoreReset
+from ...models import FINISHED_STATUSES
 from ...settings import TASKS_GROUP
 from ..base import (
     Applied,
@@ -220,8 +221,8 @@ class ExecutionStore(CompactionStore):
             return Applied(ApplyOutcome.LOST)
         if kind == b"limit":
             return Applied(ApplyOutcome.LIMIT)
-        if len(reply) > 3:  # the run ended: the script returned its log and hooks
-            self._compact_later(run_id, reply[3], reply[4])
+        if finish is not None and finish.status in FINISHED_STATUSES:  # the run ended
+            self._compact_later(run_id)
         return Applied(
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
             last_id=reply[1].decode() or None,

@@ -149,8 +149,16 @@ async def _append(store: RedisStore, run_id: str, event_type: str, data: str) ->
     await store.client.hincrby(keys.run, "nev", 1)
 
 
-def _args(entries: list[Any], hooks: list[bytes]) -> list[Any]:
-    return [entries[-1][0], len(entries), len(hooks) // 2, _archive.pack(entries, hooks)]
+async def _swap_read(store: RedisStore, run_id: str, read: tuple[Any, Any]) -> int:
+    """The swap of run ``run_id`` with the blob of an earlier read of its log and hooks."""
+    stream, hooks = read
+    args = [stream[-1][0], len(stream), len(hooks), _archive.pack(stream, hooks)]
+    return await store._swap([(store.run_keys(run_id), args)])
+
+
+async def _read(store: RedisStore, run_id: str) -> tuple[Any, Any]:
+    keys = store.run_keys(run_id)
+    return await store.client.xrange(keys.events), await store.client.hgetall(keys.hooks)
 
 
 async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime) -> None:
@@ -158,18 +166,15 @@ async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime)
     run_id = store.new_run_id(None)
     keys = store.run_keys(run_id)
     await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
-    stream = await store.client.xrange(keys.events)
-    entries = [(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream]
-    hooks = [b"h", b'R-{"name":"h"}']
+    read = await _read(store, run_id)
     # an event lands between the read and the swap: the swap refuses, nothing is lost
     await _append(store, run_id, "timer.fired", "{}")
-    assert not await store._compact_now([(0, keys, _args(entries, hooks))])
+    assert not await _swap_read(store, run_id, read)
     assert await store.client.xlen(keys.events) == 4
     # a hook written between the read and the swap: refused too
+    read = await _read(store, run_id)
     await store.client.hset(keys.hooks, "h2", 'P-{"name":"h2"}')
-    stream = await store.client.xrange(keys.events)
-    entries = [(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream]
-    assert not await store._compact_now([(0, keys, _args(entries, hooks))])
+    assert not await _swap_read(store, run_id, read)
     # read again: compacted, with all of it
     before = await rt.events(run_id)
     assert await store.compact([run_id]) == 1

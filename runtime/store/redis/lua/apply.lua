@@ -209,11 +209,7 @@ if suspension or finish then
     redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now)
     redis.call('HINCRBY', keys.stats, finish.status, 1)
     if finish.notify then child_ended(req.prefix, keys.run, finish.notify) end
-    local hooks = end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention),
-      run_tags, req.now)
-    -- the ended run's log and hooks, for the worker to compact (lua/compact.lua) without
-    -- reading them again
-    return {'ok', last, arrived, redis.call('XRANGE', keys.events, '-', '+'), hooks}
+    end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention), run_tags, req.now)
   end
 end
 return {'ok', last, arrived}

@@ -77,8 +77,7 @@ local function unwait(waiting, session, n)
 end
 
 -- Close every pending hook of a run, with its pending-index entry and its deadline, so
--- nothing of them outlives the run. Returns how many were closed, and the hooks hash as
--- HGETALL would return it now.
+-- nothing of them outlives the run. Returns how many were closed.
 local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id)
   local hooks = redis.call('HGETALL', hooks_key)
   local closed = 0
@@ -86,21 +85,19 @@ local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id
     local hook_id, record = hooks[j], hooks[j + 1]
     if hook_state(record) == HOOK_PENDING
         and not string.find(hook_id, DIGEST_SUFFIX, 1, true) then
-      hooks[j + 1] = with_hook_state(record, HOOK_CANCELLED)
-      redis.call('HSET', hooks_key, hook_id, hooks[j + 1])
+      redis.call('HSET', hooks_key, hook_id, with_hook_state(record, HOOK_CANCELLED))
       redis.call('SREM', pending_key, run_id .. ':' .. hook_id)
       redis.call('ZREM', deadlines_key, deadline_member(run_id, 'h', hook_id))
       closed = closed + 1
     end
   end
-  return closed, hooks
+  return closed
 end
 
 -- A run ended (finished or cancelled): its checkpoints and its timer go, its pending hooks
 -- close, and its keys expire together after the retention; the session's messages too,
 -- unless another of its runs still has a prompt pending. A tagged run (`tags`: its JSON,
--- false when untagged) leaves the tag index when its keys expire (lua/tags.lua). Returns
--- the run's hooks hash as it leaves it (HGETALL's reply).
+-- false when untagged) leaves the tag index when its keys expire (lua/tags.lua).
 local function end_run(prefix, run_id, keys, session, ttl, tags, now)
   redis.call('DEL', keys.ckpt, key_inbox(prefix, run_id))
   redis.call('EXPIRE', key_children(prefix, run_id), ttl)
@@ -109,7 +106,7 @@ local function end_run(prefix, run_id, keys, session, ttl, tags, now)
     redis.call('ZREM', keys.deadlines, dl)
     redis.call('HDEL', keys.run, 'dl')
   end
-  local closed, hooks = close_pending_hooks(keys.hooks, keys.pending, keys.deadlines, run_id)
+  local closed = close_pending_hooks(keys.hooks, keys.pending, keys.deadlines, run_id)
   redis.call('EXPIRE', keys.run, ttl)
   redis.call('EXPIRE', keys.events, ttl)
   redis.call('EXPIRE', keys.hooks, ttl)
@@ -120,7 +117,6 @@ local function end_run(prefix, run_id, keys, session, ttl, tags, now)
     if left <= 0 then redis.call('EXPIRE', key_outbox(prefix, session), ttl) end
   end
   if tags then tags_ended(prefix, run_id, tags, now, ttl) end
-  return hooks
 end
 
 -- A run that has a parent (it was started by child()) ended: the parent's log learns it
