@@ -38,15 +38,13 @@ _ZDICT_1 = (
 _LEVEL = 6
 
 
-def pack(
-    stream: Sequence[tuple[bytes, Mapping[bytes, bytes]]], hooks: Mapping[bytes, bytes]
-) -> bytes:
-    """The blob of a log (XRANGE's reply: ``(id, {b"t": type, b"d": data})`` each) and a
-    hooks hash (HGETALL's reply)."""
+def pack(entries: Sequence[Any], hooks: Mapping[bytes, bytes]) -> bytes:
+    """The blob of a log (XRANGE's reply as Redis sends it: ``[id, [b"t", type, b"d",
+    data]]`` each) and a hooks hash."""
     doc = {
         "e": [
-            [entry_id.decode(), fields[b"t"].decode(), orjson.Fragment(fields[b"d"])]
-            for entry_id, fields in stream
+            [entry_id.decode(), fields[1].decode(), orjson.Fragment(fields[3])]
+            for entry_id, fields in entries
         ],
         "h": {field.decode(): record.decode() for field, record in hooks.items()},
     }

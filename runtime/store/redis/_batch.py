@@ -173,6 +173,13 @@ class Batcher:
         for *_, future in calls:
             future.cancel()
 
+    async def commands(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
+        """Plain commands (not scripts) in one round trip, now, each reply as Redis sent
+        it (none of redis-py's response callbacks: a stream's entries stay lists, not dicts
+        made in Python); an error reply is returned as its exception. Not on Redis Cluster
+        (one connection reaches one node)."""
+        return await self._round_trip(b"".join(pack_command(*c) for c in commands), len(commands))
+
     async def _pipeline(self, calls: list[_Call]) -> list[Any]:
         return await self._round_trip(
             b"".join(script.pack(keys, args) for script, keys, args, _ in calls), len(calls)

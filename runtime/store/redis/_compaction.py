@@ -124,19 +124,45 @@ class CompactionStore(StorePart):
         for first in range(0, len(run_ids), _READ_CHUNK):
             chunk = [self._run(run_id) for run_id in run_ids[first : first + _READ_CHUNK]]
             # not one atomic read: the swap's fence finds out if a run changed in between
-            async with self.client.pipeline(transaction=False) as pipe:
-                for keys in chunk:
-                    pipe.xrange(keys.events)
-                    pipe.hgetall(keys.hooks)
-                replies = await pipe.execute()
+            replies = await self._read_logs(chunk)
             batch: list[_Swap] = []
-            for keys, stream, hooks in zip(chunk, replies[::2], replies[1::2], strict=True):
-                if stream:  # none: compacted already, or never logged
-                    args = [stream[-1][0], len(stream), len(hooks), _archive.pack(stream, hooks)]
-                    batch.append((keys, args))
+            for keys, entries, hooks in zip(chunk, replies[::2], replies[1::2], strict=True):
+                if entries:  # none: compacted already, or never logged
+                    args = [entries[-1][0], len(entries), len(hooks)]
+                    batch.append((keys, [*args, _archive.pack(entries, hooks)]))
             if batch:
                 compacted += await self._swap(batch)
         return compacted
+
+    async def _read_logs(self, runs: Sequence[_keys.RunKeys]) -> list[Any]:
+        """Each run's XRANGE reply as Redis sends it and its hooks hash (a dict, as RESP3's
+        map arrives), in that order."""
+        if not self.is_cluster:
+            commands: list[tuple[str, ...]] = []
+            for keys in runs:
+                commands += [("XRANGE", keys.events, "-", "+"), ("HGETALL", keys.hooks)]
+            raw: list[Any] = await self.scripts.batcher.commands(commands)
+            for reply in raw:
+                if isinstance(reply, Exception):
+                    raise reply
+            # a map in RESP3, a flat array in RESP2
+            raw[1::2] = [
+                h if isinstance(h, dict) else dict(zip(h[::2], h[1::2], strict=True))
+                for h in raw[1::2]
+            ]
+            return raw
+        # Redis Cluster: its pipeline sends each node its own part; redis-py's stream
+        # entries are made into Redis' form again
+        async with self.client.pipeline(transaction=False) as pipe:
+            for keys in runs:
+                pipe.xrange(keys.events)
+                pipe.hgetall(keys.hooks)
+            parsed = await pipe.execute()
+        replies: list[Any] = []
+        for stream, hash_ in zip(parsed[::2], parsed[1::2], strict=True):
+            replies.append([(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream])
+            replies.append(hash_)
+        return replies
 
     async def compact_ended(self) -> int:
         """Compact every ended run that still has its stream (its process stopped within

@@ -469,3 +469,22 @@ async def test_unpipelined_noscript_loads_and_retries(client: aioredis.Redis, wi
 def test_parse_commands_reads_pipelined_resp() -> None:
     payload = b"*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$1\r\nx\r\n"
     assert _parse_commands(payload) == ["PING", "SCRIPT LOAD"]
+
+
+async def test_plain_commands_go_in_one_write_with_their_replies_as_sent(
+    client: aioredis.Redis, wire: Wire
+) -> None:
+    """``Batcher.commands``: one write for all, a stream's entries as Redis' arrays (not
+    redis-py's dicts), an error reply returned in its place without failing the others."""
+    batcher = Batcher(client, pipelined=True)
+    stream = f"s-{uuid.uuid4().hex}"
+    entry_id = await client.xadd(stream, {"t": "x", "d": "{}"})
+    wire.clear()
+    replies = await batcher.commands(
+        [("XRANGE", stream, "-", "+"), ("INCR", stream), ("XLEN", stream)]
+    )
+    assert [w for w in wire.writes if "XRANGE" in w] == [["XRANGE", "INCR", "XLEN"]]
+    assert replies[0] == [[entry_id, [b"t", b"x", b"d", b"{}"]]]
+    assert isinstance(replies[1], ResponseError) and "WRONGTYPE" in str(replies[1])
+    assert replies[2] == 1
+    await client.delete(stream)

@@ -151,14 +151,14 @@ async def _append(store: RedisStore, run_id: str, event_type: str, data: str) ->
 
 async def _swap_read(store: RedisStore, run_id: str, read: tuple[Any, Any]) -> int:
     """The swap of run ``run_id`` with the blob of an earlier read of its log and hooks."""
-    stream, hooks = read
-    args = [stream[-1][0], len(stream), len(hooks), _archive.pack(stream, hooks)]
+    entries, hooks = read
+    args = [entries[-1][0], len(entries), len(hooks), _archive.pack(entries, hooks)]
     return await store._swap([(store.run_keys(run_id), args)])
 
 
 async def _read(store: RedisStore, run_id: str) -> tuple[Any, Any]:
-    keys = store.run_keys(run_id)
-    return await store.client.xrange(keys.events), await store.client.hgetall(keys.hooks)
+    entries, hooks = await store._read_logs([store.run_keys(run_id)])
+    return entries, hooks
 
 
 async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime) -> None:
@@ -286,3 +286,22 @@ async def test_the_operator_compacts_the_ended_runs_left_uncompacted(rt: Runtime
         assert await store.client.exists(keys.events) == (0 if status in ended else 1)
         assert await rt.events(run_id) == before[run_id]
     assert await rt.compact_ended() == 0
+
+
+async def test_compaction_reads_a_store_on_resp2(redis_url: str) -> None:
+    """The compactor reads logs and hooks as Redis sends them: a hash is a map on RESP3 (the
+    default) and a flat array on RESP2; both make the same archive."""
+    async with Runtime(f"{redis_url}?protocol=2", partitions=4) as rt:
+        store = raw(rt)
+        assert store.client.connection_pool.connection_kwargs.get("protocol") == 2
+        async with running(Worker(rt, timer_tick=0.01)):
+            run_id, token = await _suspended(rt)
+            before = await rt.events(run_id)
+            await rt.resume_hook(token, {"ok": True})
+            assert await rt.wait(run_id) == {"ok": True}
+            assert await store.flush_compactions() == 1
+        after = await rt.events(run_id)
+        assert before is not None and after is not None and after[: len(before)] == before
+        assert [(h.name, h.status) for h in await store.run_hooks(run_id) or []] == [
+            ("answer", HookStatus.RECEIVED)
+        ]
