@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime import current_run, emit, first, hook, step, step_hook, workflow
+from runtime import continue_as_new, current_run, emit, first, hook, step, step_hook, workflow
 
 KINDS = "widget_kinds"
 MARKUP = "widget_markup"
 FIRST = "widget_first"
+CONTINUED = "widget_continued"
 
 CONTACT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -91,3 +92,15 @@ async def widget_first(message: str) -> dict[str, Any]:
     reply = f"Went with {['channel', 'close'][which]}: {answer}."
     await say("done", reply)
     return {"reply": reply}
+
+
+@workflow(name=CONTINUED)
+async def widget_continued(message: str, turn: int = 1) -> Any:
+    """A conversation no one run holds: each answer but "bye" hands over to a fresh run
+    (continue_as_new), which the visitor's session follows."""
+    topic = await ask("topic", f"Turn {turn}: what next?", {"type": "string", "minLength": 1})
+    if topic == "bye":
+        await say("bye", f"Goodbye after {turn} turns.")
+        return {"reply": "bye"}
+    await say("noted", f"Noted: {topic}")
+    continue_as_new(message, turn + 1)
