@@ -142,8 +142,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         name="compact_fence",
         path=f"{LUA}/compact.lua",
-        old="FINISHED[rs[1]] and tonumber(rs[2]) == length",
-        new="FINISHED[rs[1]]  -- (mutant) swaps an archive older than the log",
+        old="FINISHED[status] and redis.call('XLEN', events) == length",
+        new="FINISHED[status]  -- (mutant) swaps an archive older than the log",
         tests=(
             f"{RUNTIME_TESTS}/store/test_compaction.py"
             "::test_compaction_is_fenced_against_a_change_after_its_read",

@@ -45,8 +45,10 @@ _ENDED = {status.value.encode() for status in FINISHED_STATUSES}
 # a run to compact: its keys and its ARGV for lua/compact.lua
 _Swap = tuple[_keys.RunKeys, list[Any]]
 
-# runs read (and then swapped) per round trip
-_READ_CHUNK = 500
+# runs read (and then swapped) per round trip; their replies arrive under one timeout
+_READ_CHUNK = 100
+# blobs built per turn of the event loop
+_PACKS_PER_TURN = 16
 
 
 class CompactionStore(StorePart):
@@ -81,13 +83,23 @@ class CompactionStore(StorePart):
             await self._compact_best_effort(batch)
 
     async def _compact_best_effort(self, run_ids: Sequence[str]) -> int:
-        """:meth:`compact`, for runs whose compaction nobody waits for: the runs have ended
-        whatever happens here, and one left uncompacted is read the same way."""
-        try:
-            return await self.compact(run_ids)
-        except (ParleyError, RedisError, OSError) as exc:
-            log.info("%d ended runs were not compacted (%s): they stay readable", len(run_ids), exc)
-            return 0
+        """:meth:`compact`, for runs whose compaction nobody waits for, chunk by chunk: the
+        runs have ended whatever happens here, and one left uncompacted is read the same way
+        (``parley runs compact`` finds it later). Nothing it raises may end the compactor:
+        the runs that end after it would never be compacted."""
+        compacted = 0
+        for first in range(0, len(run_ids), _READ_CHUNK):
+            chunk = run_ids[first : first + _READ_CHUNK]
+            try:
+                compacted += await self.compact(chunk)
+            except Exception as exc:
+                log.warning(
+                    "%d ended runs were not compacted (%s): they stay readable",
+                    len(chunk),
+                    exc,
+                    exc_info=not isinstance(exc, ParleyError | RedisError | OSError),
+                )
+        return compacted
 
     async def _swap(self, batch: Sequence[_Swap]) -> int:
         """One script call per partition; returns how many runs were swapped."""
@@ -130,6 +142,9 @@ class CompactionStore(StorePart):
                 if entries:  # none: compacted already, or never logged
                     args = [entries[-1][0], len(entries), len(hooks)]
                     batch.append((keys, [*args, _archive.pack(entries, hooks)]))
+                    if len(batch) % _PACKS_PER_TURN == 0:
+                        # long logs take long to pack: executions and heartbeats go on
+                        await asyncio.sleep(0)
             if batch:
                 compacted += await self._swap(batch)
         return compacted

@@ -20,7 +20,7 @@ from runtime import (
 )
 from runtime.errors import HookAlreadyAnswered
 from runtime.models import Event, HookStatus, RunStatus
-from runtime.store.redis import RedisStore, _archive
+from runtime.store.redis import RedisStore, _archive, _compaction
 from tests.helpers import running
 from tests.raw_redis import raw
 
@@ -177,8 +177,13 @@ async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime)
     assert not await _swap_read(store, run_id, read)
     # read again: compacted, with all of it
     before = await rt.events(run_id)
+    raced_log, _ = await _read(store, run_id)
     assert await store.compact([run_id]) == 1
     assert await rt.events(run_id) == before and len(before or []) == 4
+    assert [h.hook_id for h in await store.run_hooks(run_id) or []] == ["h", "h2"]
+    # a second compaction whose read raced the first (the log read before its swap, the
+    # hooks after: none left) is refused: the archive keeps the hooks
+    assert not await _swap_read(store, run_id, (raced_log, {}))
     assert [h.hook_id for h in await store.run_hooks(run_id) or []] == ["h", "h2"]
     # a second compaction (another worker, a retry of the call) changes nothing
     assert await store.compact([run_id]) == 0
@@ -305,3 +310,36 @@ async def test_compaction_reads_a_store_on_resp2(redis_url: str) -> None:
         assert [(h.name, h.status) for h in await store.run_hooks(run_id) or []] == [
             ("answer", HookStatus.RECEIVED)
         ]
+
+
+async def test_a_failing_chunk_does_not_stop_the_compactor(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background compaction that fails (here an unexpected error in its read) leaves its
+    runs as they are and goes on with the next chunk: nothing it raises ends the task."""
+    store = raw(rt)
+    ended = []
+    async with running(Worker(rt, timer_tick=0.01)):
+        for _ in range(2):
+            run_id, token = await _suspended(rt)
+            await rt.resume_hook(token, {"ok": True})
+            assert await rt.wait(run_id) == {"ok": True}
+            ended.append(run_id)
+        store._due.clear()  # type: ignore[union-attr]  # compacted by hand below
+    monkeypatch.setattr(_compaction, "_READ_CHUNK", 1)
+    read_logs = store._read_logs
+    calls = 0
+
+    async def fails_first(runs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a bug in the read")
+        return await read_logs(runs)
+
+    monkeypatch.setattr(store, "_read_logs", fails_first)
+    assert await store._compact_best_effort(ended) == 1
+    first, second = (store.run_keys(r) for r in ended)
+    assert await store.client.exists(first.events) == 1  # left as it was, readable
+    assert await store.client.exists(second.events) == 0  # compacted
+    assert [e.type for e in await rt.events(ended[0]) or []][-1] == "workflow.completed"

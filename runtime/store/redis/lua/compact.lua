@@ -2,12 +2,14 @@
 -- (built by the worker, runtime/store/redis/_archive.py: Lua has no zlib), and drop what
 -- is left of their checkpoints: ~0.6 KB of Redis per run for the retention instead of ~5 KB.
 -- Race closed: a run's log or hooks changing between the read its blob was made from and
--- this swap (a late event, a run that is no longer ended): a run is swapped only while it
--- is ended and its event count (the hash's `nev`, which every append increments) and its
--- hooks' count are the ones its blob was made from; otherwise nothing of it changes and it
--- stays readable as it is. (An ended run's hooks do not change: every script that writes a
--- hook checks first that its run has not ended.) A second compaction of a run swaps in the
--- blob of the same log again.
+-- this swap (a late event, a run that is no longer ended), or a second compaction whose
+-- read raced the first (its log read before the swap, its hooks after: none): a run is
+-- swapped only while it is ended and its log's length and its hooks' count are the ones
+-- its blob was made from. A log only grows while it exists (every event is appended, none
+-- removed) and a compacted run has none left, so either changes when anything does;
+-- otherwise nothing of the run changes and it stays readable as it is. (An ended run's
+-- hooks do not change: every script that writes a hook checks first that its run has not
+-- ended.)
 -- KEYS: per run (all in one partition): its hash, events, hooks, checkpoints, archive.
 -- ARGV: per run: the log's last id, its length, the hooks hash's field count, the blob.
 -- Returns how many runs were compacted.
@@ -17,8 +19,8 @@ for r = 0, #KEYS / 5 - 1 do
     KEYS[5 * r + 4], KEYS[5 * r + 5]
   local last_id, length, nhooks = ARGV[4 * r + 1], tonumber(ARGV[4 * r + 2]),
     tonumber(ARGV[4 * r + 3])
-  local rs = redis.call('HMGET', run, 'status', 'nev')
-  if rs[1] and FINISHED[rs[1]] and tonumber(rs[2]) == length
+  local status = redis.call('HGET', run, 'status')
+  if status and FINISHED[status] and redis.call('XLEN', events) == length
       and redis.call('HLEN', hooks) == nhooks then
     -- expires with the run's other keys (end_run set their expiry)
     local ttl = redis.call('PTTL', run)
