@@ -19,7 +19,7 @@ import asyncio
 import contextvars
 import logging
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -49,6 +49,16 @@ _Swap = tuple[_keys.RunKeys, list[Any]]
 _READ_CHUNK = 100
 # blobs built per turn of the event loop
 _PACKS_PER_TURN = 16
+
+
+def swap_args(entries: Sequence[Any], hooks: Mapping[bytes, bytes]) -> list[Any]:
+    """lua/compact.lua's ARGV for one run: the log's last id, its length, the hooks'
+    count (its fence) and the blob, from the log and hooks read (:meth:`_read_logs`)."""
+    return [entries[-1][0], len(entries), len(hooks), _archive.pack(entries, hooks)]
+
+
+def _chunks(run_ids: Sequence[str]) -> list[Sequence[str]]:
+    return [run_ids[i : i + _READ_CHUNK] for i in range(0, len(run_ids), _READ_CHUNK)]
 
 
 class CompactionStore(StorePart):
@@ -88,10 +98,9 @@ class CompactionStore(StorePart):
         (``parley runs compact`` finds it later). Nothing it raises may end the compactor:
         the runs that end after it would never be compacted."""
         compacted = 0
-        for first in range(0, len(run_ids), _READ_CHUNK):
-            chunk = run_ids[first : first + _READ_CHUNK]
+        for chunk in _chunks(run_ids):
             try:
-                compacted += await self.compact(chunk)
+                compacted += await self._compact_chunk(chunk)
             except Exception as exc:
                 log.warning(
                     "%d ended runs were not compacted (%s): they stay readable",
@@ -132,26 +141,25 @@ class CompactionStore(StorePart):
             for run_id in run_ids:
                 self._compact_later(run_id)
             return 0
-        compacted = 0
-        for first in range(0, len(run_ids), _READ_CHUNK):
-            chunk = [self._run(run_id) for run_id in run_ids[first : first + _READ_CHUNK]]
-            # not one atomic read: the swap's fence finds out if a run changed in between
-            replies = await self._read_logs(chunk)
-            batch: list[_Swap] = []
-            for keys, entries, hooks in zip(chunk, replies[::2], replies[1::2], strict=True):
-                if entries:  # none: compacted already, or never logged
-                    args = [entries[-1][0], len(entries), len(hooks)]
-                    batch.append((keys, [*args, _archive.pack(entries, hooks)]))
-                    if len(batch) % _PACKS_PER_TURN == 0:
-                        # long logs take long to pack: executions and heartbeats go on
-                        await asyncio.sleep(0)
-            if batch:
-                compacted += await self._swap(batch)
-        return compacted
+        return sum([await self._compact_chunk(chunk) for chunk in _chunks(run_ids)])
 
-    async def _read_logs(self, runs: Sequence[_keys.RunKeys]) -> list[Any]:
+    async def _compact_chunk(self, run_ids: Sequence[str]) -> int:
+        """Read, pack and swap these runs (at most :data:`_READ_CHUNK`): one round trip to
+        read, one to swap."""
+        runs = [self._run(run_id) for run_id in run_ids]
+        # not one atomic read: the swap's fence finds out if a run changed in between
+        batch: list[_Swap] = []
+        for keys, (entries, hooks) in zip(runs, await self._read_logs(runs), strict=True):
+            if entries:  # none: compacted already, or never logged
+                batch.append((keys, swap_args(entries, hooks)))
+                if len(batch) % _PACKS_PER_TURN == 0:
+                    # long logs take long to pack: executions and heartbeats go on
+                    await asyncio.sleep(0)
+        return await self._swap(batch) if batch else 0
+
+    async def _read_logs(self, runs: Sequence[_keys.RunKeys]) -> list[tuple[Any, Any]]:
         """Each run's XRANGE reply as Redis sends it and its hooks hash (a dict, as RESP3's
-        map arrives), in that order."""
+        map arrives)."""
         if not self.is_cluster:
             commands: list[tuple[str, ...]] = []
             for keys in runs:
@@ -160,12 +168,11 @@ class CompactionStore(StorePart):
             for reply in raw:
                 if isinstance(reply, Exception):
                     raise reply
-            # a map in RESP3, a flat array in RESP2
-            raw[1::2] = [
-                h if isinstance(h, dict) else dict(zip(h[::2], h[1::2], strict=True))
-                for h in raw[1::2]
+            # a hash is a map in RESP3, a flat array in RESP2
+            return [
+                (entries, h if isinstance(h, dict) else dict(zip(h[::2], h[1::2], strict=True)))
+                for entries, h in zip(raw[::2], raw[1::2], strict=True)
             ]
-            return raw
         # Redis Cluster: its pipeline sends each node its own part; redis-py's stream
         # entries are made into Redis' form again
         async with self.client.pipeline(transaction=False) as pipe:
@@ -173,11 +180,10 @@ class CompactionStore(StorePart):
                 pipe.xrange(keys.events)
                 pipe.hgetall(keys.hooks)
             parsed = await pipe.execute()
-        replies: list[Any] = []
-        for stream, hash_ in zip(parsed[::2], parsed[1::2], strict=True):
-            replies.append([(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream])
-            replies.append(hash_)
-        return replies
+        return [
+            ([(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream], hash_)
+            for stream, hash_ in zip(parsed[::2], parsed[1::2], strict=True)
+        ]
 
     async def compact_ended(self) -> int:
         """Compact every ended run that still has its stream (its process stopped within

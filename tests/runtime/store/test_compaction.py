@@ -20,7 +20,7 @@ from runtime import (
 )
 from runtime.errors import HookAlreadyAnswered
 from runtime.models import Event, HookStatus, RunStatus
-from runtime.store.redis import RedisStore, _archive, _compaction
+from runtime.store.redis import RedisStore, _compaction
 from tests.helpers import running
 from tests.raw_redis import raw
 
@@ -151,14 +151,11 @@ async def _append(store: RedisStore, run_id: str, event_type: str, data: str) ->
 
 async def _swap_read(store: RedisStore, run_id: str, read: tuple[Any, Any]) -> int:
     """The swap of run ``run_id`` with the blob of an earlier read of its log and hooks."""
-    entries, hooks = read
-    args = [entries[-1][0], len(entries), len(hooks), _archive.pack(entries, hooks)]
-    return await store._swap([(store.run_keys(run_id), args)])
+    return await store._swap([(store.run_keys(run_id), _compaction.swap_args(*read))])
 
 
 async def _read(store: RedisStore, run_id: str) -> tuple[Any, Any]:
-    entries, hooks = await store._read_logs([store.run_keys(run_id)])
-    return entries, hooks
+    return (await store._read_logs([store.run_keys(run_id)]))[0]
 
 
 async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime) -> None:
