@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from .hosting import HostSite
 from .stack import Stack
 
 CHROMIUM = "/usr/bin/chromium"
@@ -71,6 +72,22 @@ def make_stack(redis_url: str) -> Iterator[Callable[..., Stack]]:
     yield make
     for stack in stacks:
         stack.stop()
+
+
+@pytest.fixture
+def site() -> Iterator[HostSite]:
+    """The host site: a page on its own origin embedding the widget (``site.pages``)."""
+    host = HostSite({})
+    yield host
+    host.close()
+
+
+# The widget's session on a page, as the page stores it (localStorage, per server origin and
+# agent); evaluated in the page with [server url, agent].
+SESSION_OF_PAGE = """([server, agent]) => {
+  const key = `parley:v1:${new URL(server).origin}:${agent}`;
+  return JSON.parse(localStorage.getItem(key)).session;
+}"""
 
 
 @pytest.fixture

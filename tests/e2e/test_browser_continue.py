@@ -5,29 +5,15 @@ and after a reload, and the server's runs are chained as the widget showed them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import screenshot
+from .conftest import SESSION_OF_PAGE, screenshot
 from .hosting import HostSite
 from .stack import Stack
 from .test_browser_ux import agent_page
-
-# The page's session, read by the page's own origin.
-SESSION = """async ([server, agent]) => {
-  const key = `parley:v1:${new URL(server).origin}:${agent}`;
-  return JSON.parse(localStorage.getItem(key)).session;
-}"""
-
-
-@pytest.fixture
-def site() -> Iterator[HostSite]:
-    host = HostSite({})
-    yield host
-    host.close()
 
 
 def shows_the_whole_conversation(page: Page) -> None:
@@ -61,7 +47,7 @@ def test_the_widget_follows_a_conversation_into_its_continued_runs(
 
     # the server: three runs, each continued to the next, the last completed
     assert stack.pending_hooks() == []
-    session = page.evaluate(SESSION, [stack.url, "widget_continued"])
+    session = page.evaluate(SESSION_OF_PAGE, [stack.url, "widget_continued"])
     chain = _runs_of_session(stack, session)
     assert [run["status"] for run in chain] == ["continued", "continued", "completed"]
     assert [run["continued_from"] for run in chain[1:]] == [run["run_id"] for run in chain[:-1]]

@@ -4,10 +4,9 @@ with its unread count, the JS API, another language."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import httpx
-import pytest
 from playwright.sync_api import Page, expect
 
 from .conftest import screenshot
@@ -21,13 +20,6 @@ for (const name of ["ready", "open", "close", "message", "prompt", "unread"]) {
   document.addEventListener(`parley:${name}`, (e) => window.parleyEvents.push(name));
 }
 """
-
-
-@pytest.fixture
-def site() -> Iterator[HostSite]:
-    host = HostSite({})
-    yield host
-    host.close()
 
 
 def session_keys(stack: Stack) -> int:

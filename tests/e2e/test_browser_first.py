@@ -5,21 +5,18 @@ shown as closed (its controls disabled, a note saying why) — live, and after a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from .conftest import screenshot
+from .conftest import SESSION_OF_PAGE, screenshot
 from .hosting import HostSite
 from .stack import Stack
 from .test_browser_ux import agent_page
 
 CLOSED_NOTE = "No answer needed any more — the agent went on without it."
 # The session's replay, read by the page's own origin: the prompts' states.
-REPLAYED_STATES = """async ([server, agent]) => {
-  const key = `parley:v1:${new URL(server).origin}:${agent}`;
-  const session = JSON.parse(localStorage.getItem(key)).session;
+REPLAYED_STATES = """async ([server, session]) => {
   const ws = new WebSocket(`${server.replace(/^http/, "ws")}/ws/sessions/${session}`);
   const prompts = [];
   return await new Promise((resolve) => {
@@ -30,13 +27,6 @@ REPLAYED_STATES = """async ([server, agent]) => {
     };
   });
 }"""
-
-
-@pytest.fixture
-def site() -> Iterator[HostSite]:
-    host = HostSite({})
-    yield host
-    host.close()
 
 
 def shows_answered_and_closed(page: Page) -> None:
@@ -76,7 +66,8 @@ def test_the_prompt_a_first_withdrew_is_shown_closed_live_and_after_a_reload(
     expect(page.get_by_role("status").filter(has_text="Connected")).to_be_visible()
     shows_answered_and_closed(page)
     expect(page.get_by_text("Went with channel: Email.")).to_have_count(1)
-    assert page.evaluate(REPLAYED_STATES, [stack.url, "widget_first"]) == [
+    session = page.evaluate(SESSION_OF_PAGE, [stack.url, "widget_first"])
+    assert page.evaluate(REPLAYED_STATES, [stack.url, session]) == [
         ["How should we reach you?", "received"],
         ["Or shall we close the ticket?", "closed"],
     ]

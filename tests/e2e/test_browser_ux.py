@@ -5,9 +5,8 @@ sending while offline."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from playwright.sync_api import Page, expect
 
 from examples.support_agent.model import long_answer
@@ -21,13 +20,6 @@ window.parleyStates = [];
 document.addEventListener("parley:state", (e) => window.parleyStates.push(e.detail.state));
 """
 GAP_TO_BOTTOM = "log => log.scrollHeight - log.scrollTop - log.clientHeight"
-
-
-@pytest.fixture
-def site() -> Iterator[HostSite]:
-    host = HostSite({})
-    yield host
-    host.close()
 
 
 def ask_for_the_long_answer(page: Page, until_step: int) -> None:
