@@ -132,14 +132,9 @@ local function apply(ops)
     elseif kind == 'start_child' then
       -- {'start_child', child id, workflow, workflow.started data}: created once (its id is
       -- derived from the parent and the call's position), in the parent's partition
-      local child_key = key_run(req.prefix, op[2])
-      if redis.call('EXISTS', child_key) == 0 then
-        redis.call('HSET', child_key, 'status', STATUS.pending, 'wf', op[3], 'created', req.now,
-          'fence', 0, 'parent', req.run_id)
-        if session then redis.call('HSET', child_key, 'session', session) end
-        append_event(child_key, key_events(req.prefix, op[2]), EVENT.workflow_started, op[4])
-        enqueue(keys.tasks, op[2], op[3])
-        redis.call('HINCRBY', keys.stats, 'started', 1)
+      if create_run(req.prefix, op[2], op[3], req.now, session, nil, 'parent', req.run_id) then
+        append_event(key_run(req.prefix, op[2]), key_events(req.prefix, op[2]),
+          EVENT.workflow_started, op[4])
         redis.call('SADD', key_children(req.prefix, req.run_id), op[2])
       end
     elseif kind == 'continue' then
@@ -149,21 +144,17 @@ local function apply(ops)
       -- Race closed: a crash between ending this run and starting its successor (a
       -- conversation that silently stops) or a session left on the ended run: this script
       -- does all of it with the end of the run.
-      local next_key = key_run(req.prefix, op[2])
-      if redis.call('EXISTS', next_key) == 0 then
-        redis.call('HSET', next_key, 'status', STATUS.pending, 'wf', op[3], 'created', req.now,
-          'fence', 0, 'continued_from', req.run_id)
+      local tags = op[5] ~= '' and op[5] or nil
+      if create_run(req.prefix, op[2], op[3], req.now, session, tags, 'continued_from',
+          req.run_id) then
+        append_event(key_run(req.prefix, op[2]), key_events(req.prefix, op[2]),
+          EVENT.workflow_started, op[4])
         if session then
-          redis.call('HSET', next_key, 'session', session)
           local meta = key_session_meta(req.prefix, session)
           if redis.call('HGET', meta, 'run') == req.run_id then
             redis.call('HSET', meta, 'run', op[2])
           end
         end
-        if op[5] ~= '' then index_tags(req.prefix, next_key, op[2], req.now, op[5]) end
-        append_event(next_key, key_events(req.prefix, op[2]), EVENT.workflow_started, op[4])
-        enqueue(keys.tasks, op[2], op[3])
-        redis.call('HINCRBY', keys.stats, 'started', 1)
         redis.call('HSET', keys.run, 'continued_to', op[2])
       end
     elseif kind == 'receive' then

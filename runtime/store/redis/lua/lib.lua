@@ -68,6 +68,33 @@ local function enqueue(tasks_key, run_id, workflow)
   redis.call('XADD', tasks_key, '*', 'r', run_id, 'w', workflow)
 end
 
+-- Create run `run_id` in this partition, unless a run of that id exists (then return false,
+-- nothing changed): its hash, with `link` (a field naming the run it comes from) set to
+-- `linked_id` when given, its session ('' or false: none), its tags (a JSON object; nil:
+-- untagged) in the tag index, its task and the partition's count of started runs. Its first
+-- events are the caller's to append, in the same script.
+-- Race closed: a crash between writing the run and enqueueing it would leave a run no
+-- worker ever picks up; a run listed by a tag before it exists, or created without its tags
+-- listed, cannot be seen.
+local function create_run(prefix, run_id, workflow, now, session, tags, link, linked_id)
+  local run_key = key_run(prefix, run_id)
+  if redis.call('EXISTS', run_key) == 1 then return false end
+  local fields = {'status', STATUS.pending, 'wf', workflow, 'created', now, 'fence', 0}
+  if link then
+    fields[#fields + 1] = link
+    fields[#fields + 1] = linked_id
+  end
+  if session and session ~= '' then
+    fields[#fields + 1] = 'session'
+    fields[#fields + 1] = session
+  end
+  redis.call('HSET', run_key, unpack(fields))
+  if tags then index_tags(prefix, run_key, run_id, now, tags) end
+  enqueue(key_tasks(prefix), run_id, workflow)
+  redis.call('HINCRBY', key_stats(prefix), 'started', 1)
+  return true
+end
+
 -- A session's messages may expire only when none of its prompts is pending, across all of
 -- its runs: `waiting` counts them per session.
 local function unwait(waiting, session, n)

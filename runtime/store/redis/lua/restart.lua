@@ -15,17 +15,14 @@ local run_id, workflow, session, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local old_key = KEYS[2]
 local old_id = ARGV[5]
 local events = cjson.decode(ARGV[6])
-if redis.call('EXISTS', keys.run) == 1 then return 0 end
-redis.call('HSET', keys.run, 'status', STATUS.pending, 'wf', workflow, 'created', now,
-  'fence', 0, 'restarted_from', old_id)
-if session ~= '' then redis.call('HSET', keys.run, 'session', session) end
-if ARGV[7] then index_tags(run_prefix(keys.run, run_id), keys.run, run_id, now, ARGV[7]) end
+if not create_run(keys.prefix, run_id, workflow, now, session, ARGV[7], 'restarted_from',
+    old_id) then
+  return 0
+end
 for _, event in ipairs(events) do
   append_event(keys.run, keys.events, event[1], event[2])
 end
 if redis.call('EXISTS', old_key) == 1 then
   redis.call('HSET', old_key, 'restarted_as', run_id)
 end
-enqueue(keys.tasks, run_id, workflow)
-redis.call('HINCRBY', keys.stats, 'started', 1)
 return 1

@@ -8,11 +8,6 @@
 -- Returns 1 (created) or 0 (a run of that id exists; nothing changed).
 local keys = run_keys()
 local run_id, workflow, session, now, event = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-if redis.call('EXISTS', keys.run) == 1 then return 0 end
-redis.call('HSET', keys.run, 'status', STATUS.pending, 'wf', workflow, 'created', now, 'fence', 0)
-if session ~= '' then redis.call('HSET', keys.run, 'session', session) end
-if ARGV[6] then index_tags(run_prefix(keys.run, run_id), keys.run, run_id, now, ARGV[6]) end
+if not create_run(keys.prefix, run_id, workflow, now, session, ARGV[6]) then return 0 end
 append_event(keys.run, keys.events, EVENT.workflow_started, event)
-enqueue(keys.tasks, run_id, workflow)
-redis.call('HINCRBY', keys.stats, 'started', 1)
 return 1

@@ -6,11 +6,6 @@
 -- noted in key_tag_ends with that instant, and the writes of tagged runs drop the expired
 -- ones from the index (TAG_PRUNE_LIMIT per write). Untagged runs never call these.
 
--- The partition prefix of a run's keys ("parley:{p:N}:"), from its hash's key.
-local function run_prefix(run_key, run_id)
-  return string.sub(run_key, 1, #run_key - #key_run('', run_id))
-end
-
 local function tag_name(key, value)
   return key .. TAG_SEP .. value
 end
