@@ -61,11 +61,12 @@ local count, gen = tonumber(rs[8] or '0'), rs[9] or '0'
 local mode, events = 'full', nil
 if known_id ~= '' and known_gen == gen then
   -- the log extends what the worker knows when its last known event is still there and
-  -- the events after it are all the log has beyond the count it knew
-  local tail = redis.call('XRANGE', keys.events, '(' .. known_id, '+')
-  if count == known_count + #tail
-      and #redis.call('XRANGE', keys.events, known_id, known_id) == 1 then
-    mode, events = 'tail', tail
+  -- the events after it are all the log has beyond the count it knew (one read: from that
+  -- event on)
+  local from = redis.call('XRANGE', keys.events, known_id, '+')
+  if from[1] and from[1][1] == known_id and count == known_count + #from - 1 then
+    table.remove(from, 1)
+    mode, events = 'tail', from
   end
 end
 if not events then events = redis.call('XRANGE', keys.events, '-', '+') end
