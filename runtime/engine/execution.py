@@ -96,13 +96,11 @@ class Execution(Endings):
         if claim.tail and cached is not None:
             # The claim proved the log still extends what this worker's last execution of
             # the run left in ``cached``: only the events after it are new.
-            self.index = cached.index
-            self.index.add_all(events)
-            self.last_id = events[-1].id if events else cached.known.last_id
+            self.index, known_last = cached.index, cached.known.last_id
         else:
-            self.index = ReplayIndex()
-            self.index.add_all(events)
-            self.last_id = events[-1].id if events else "0-0"
+            self.index, known_last = ReplayIndex(), "0-0"
+        self.index.add_all(events)
+        self.last_id = events[-1].id if events else known_last
         # How many events the log holds up to last_id, and its history generation: what
         # the next claim is told this worker knows (see replay_cache).
         self.event_count = claim.count

@@ -273,7 +273,7 @@ class TaskConsumer:
                 claim,
                 limits=self.limits,
                 retention_seconds=self.retention_seconds,
-                cached=cached if claim.tail else None,
+                cached=cached,
             )
             if cached is not None:
                 if claim.tail:
