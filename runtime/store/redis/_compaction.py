@@ -2,14 +2,15 @@
 in by ``lua/compact.lua``, fenced; readers take a run's log and hooks from whichever of
 the two forms it has (:meth:`CompactionStore.read_log`).
 
-A run is compacted :data:`COMPACT_DELAY_SECONDS` after it ended, not at once: whoever
-follows a run by blocking on its event stream (``Runtime.wait``, a console, a benchmark's
-probe) issues its read moments after it last saw the run running; once the stream is gone,
-such a read would block for its whole timeout instead of returning the run's last event.
-The delay also lets one round trip read, and one script call per partition swap, every run
-that ended meanwhile: the process that ended a run holds only its id until then, and the
-blob is built then, off the path of the executions (an ending script that returned the log
-cost Redis more, in Lua tables, than a plain XRANGE later, and its worker the blob at once).
+A run is compacted :data:`COMPACT_DELAY_SECONDS` (up to :data:`COMPACT_BATCH_SECONDS`
+more) after it ended, not at once: whoever follows a run by blocking on its event stream
+(``Runtime.wait``, a console, a benchmark's probe) issues its read moments after it last
+saw the run running; once the stream is gone, such a read would block for its whole
+timeout instead of returning the run's last event. The delay also lets one round trip
+read, and one script call per partition swap, every run that ended meanwhile: the process
+that ended a run holds only its id until then, and the blob is built then, off the path of
+the executions (an ending script that returned the log cost Redis more, in Lua tables,
+than a plain XRANGE later, and its worker the blob at once).
 A process that stops first compacts what it holds (:meth:`close`), and one that dies leaves
 its runs as they were: bigger, but read the same way."""
 
@@ -34,6 +35,8 @@ log = logging.getLogger("parley.store")
 # How long after its end a run is compacted (see above); a waiter that read the run
 # running this long ago and has not blocked on its stream yet is the one left waiting.
 COMPACT_DELAY_SECONDS = 5.0
+# How long after the first is due a compaction waits for more (see _compact_when_due).
+COMPACT_BATCH_SECONDS = 1.0
 
 
 def archive_key(keys: _keys.RunKeys) -> str:
@@ -83,7 +86,10 @@ class CompactionStore(StorePart):
     async def _compact_when_due(self) -> None:
         due = self._due
         while due:
-            wait = due[0][0] - asyncio.get_running_loop().time()
+            # Once the first is due, the runs that end within the next moment are taken with
+            # it: under a trickle of ends (a run every few ms) each would otherwise cost a
+            # wake-up, a read and a swap of its own, beside the executions.
+            wait = due[0][0] + COMPACT_BATCH_SECONDS - asyncio.get_running_loop().time()
             if wait > 0:
                 await asyncio.sleep(wait)
             now = asyncio.get_running_loop().time()
