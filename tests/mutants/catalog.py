@@ -27,7 +27,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         name="apply_fence_check",
         path=f"{LUA}/apply.lua",
-        old="if redis.call('HGET', keys.run, 'fence') ~= req.fence then return {'lost'} end",
+        old="if rs[1] ~= req.fence then return {'lost'} end",
         new="-- (mutant) no fence check: a worker that lost its lease writes anyway",
         tests=(
             f"{RUNTIME_TESTS}/test_races.py::test_a_write_after_the_run_was_cancelled_is_refused",

@@ -27,6 +27,7 @@ from ..base import (
 )
 from ..writes import HookSpec, Op, Writes
 from . import _decode, _keys, _records
+from ._batch import Packed
 from ._calls import store_call
 from ._compaction import CompactionStore
 
@@ -35,6 +36,9 @@ log = logging.getLogger("parley.store")
 
 class ExecutionStore(CompactionStore):
     """The executions part of :class:`~runtime.store.redis.RedisStore`."""
+
+    # what each worker of this process sends unchanged on every claim, encoded once
+    _claim_args: dict[tuple[Any, ...], Packed]
 
     async def _repair_groups(self, exc: ResponseError) -> StoreReset:
         """A task stream without its consumer group: Redis lost its state. Re-create the
@@ -151,18 +155,17 @@ class ExecutionStore(CompactionStore):
     ) -> Claim:
         keys = self._run(task.run_id)
         now = await self.now_ms()
+        worker: tuple[str | int, ...] = (consumer, lease_ms, version, *serves)
+        constant = self._claim_args.get(worker)
+        if constant is None:
+            constant = self._claim_args[worker] = Packed(worker)
         reply = await self.scripts.claim(
             keys=keys.declared,
             args=[
-                consumer,
                 now,
-                lease_ms,
                 task.message_id,
-                version,
-                keys.prefix,
-                task.run_id,
                 *(("", 0, "") if known is None else (known.last_id, known.count, known.generation)),
-                *serves,
+                constant,
             ],
         )
         if reply[0] == b"skipped":
@@ -203,8 +206,6 @@ class ExecutionStore(CompactionStore):
             "fence": fence,
             "now": await self.now_ms(),
             "max_events": max_events,
-            "run_id": run_id,
-            "prefix": keys.prefix,
             "after": after,
             "retention": retention_seconds,
             "writes": _ops(writes.ops),

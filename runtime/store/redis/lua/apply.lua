@@ -17,14 +17,17 @@
 --    change in this one script;
 --  - a crash between recording the hook and acknowledging the task: both are one script,
 --    so the task is either still pending (replayed) or the suspension is fully recorded.
--- ARGV[1]: the request as JSON: {fence, now, max_events, run_id, prefix, after, retention,
+-- ARGV[1]: the request as JSON: {fence, now, max_events, after, retention,
 --   writes = [op...], suspension = [op...] (optional), finish = {status, value} (optional)}.
 --   Ops are arrays built by runtime/store/redis/__init__.py from runtime/store/writes.py.
 -- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events}.
 local keys = run_keys()
 local req = cjson.decode(ARGV[1])
 
-if redis.call('HGET', keys.run, 'fence') ~= req.fence then return {'lost'} end
+-- What this script needs of the run's hash, in one read: none of it changes before the
+-- script writes it (no op sets the session, the task message or the fence).
+local rs = redis.call('HMGET', keys.run, 'fence', 'nev', 'session', 'tags', 'msg')
+if rs[1] ~= req.fence then return {'lost'} end
 
 local function count_events(ops)
   local n = 0
@@ -36,8 +39,20 @@ end
 
 local writes, suspension, finish = req.writes, req.suspension, req.finish
 local new_events = count_events(writes) + (suspension and count_events(suspension) or 0)
-local count = tonumber(redis.call('HGET', keys.run, 'nev') or '0')
+local count = tonumber(rs[2] or '0')
 if count + new_events > tonumber(req.max_events) then return {'limit', tostring(count)} end
+
+-- This run's appends are counted here and 'nev' written once, with the status where the
+-- script sets one (event_count).
+local appended = 0
+local function append(event_type, data)
+  appended = appended + 1
+  return redis.call('XADD', keys.events, '*', 't', event_type, 'd', data)
+end
+local function event_count()
+  if appended == 0 then return end
+  return 'nev', count + appended
+end
 
 local arrived = redis.call('XRANGE', keys.events, '(' .. req.after, '+')
 -- A suspension that waits for a message already buffered takes it into the log now, and
@@ -46,12 +61,12 @@ local arrived = redis.call('XRANGE', keys.events, '(' .. req.after, '+')
 if suspension then
   for _, op in ipairs(suspension) do
     if op[1] == 'receive' then
-      local inbox = key_inbox(req.prefix, req.run_id)
+      local inbox = key_inbox(keys.prefix, keys.run_id)
       for _, entry in ipairs(redis.call('XRANGE', inbox, '-', '+')) do
         local fields = entry[2]
         if fields[2] == op[2] then
           redis.call('XDEL', inbox, entry[1])
-          local id = append_event(keys.run, keys.events, EVENT.message_received, fields[4])
+          local id = append(EVENT.message_received, fields[4])
           arrived[#arrived + 1] = {id, {'t', EVENT.message_received, 'd', fields[4]}}
           break
         end
@@ -60,17 +75,16 @@ if suspension then
   end
 end
 local refused = suspension ~= nil and #arrived > 0
-local rs = redis.call('HMGET', keys.run, 'session', 'tags')
-local session, run_tags = rs[1], rs[2]
+local session, run_tags = rs[3], rs[4]
 if session == '' then session = false end
-local outbox = session and key_outbox(req.prefix, session)
+local outbox = session and key_outbox(keys.prefix, session)
 
 local last = ''
 local function apply(ops)
   for _, op in ipairs(ops) do
     local kind = op[1]
     if kind == 'event' then
-      last = append_event(keys.run, keys.events, op[2], op[3])
+      last = append(op[2], op[3])
     elseif kind == 'checkpoint' then
       redis.call('HSET', keys.ckpt, op[2], op[3])
     elseif kind == 'uncheckpoint' then
@@ -84,8 +98,8 @@ local function apply(ops)
         redis.call('HSET', keys.hooks, op[2], op[3])
         redis.call('SADD', keys.pending, op[4])
         if op[5] then
-          schedule_deadline(keys.deadlines, req.prefix, op[5],
-            deadline_member(req.run_id, 'h', op[2]))
+          schedule_deadline(keys.deadlines, keys.prefix, op[5],
+            deadline_member(keys.run_id, 'h', op[2]))
         end
       end
     elseif kind == 'asking' then
@@ -100,16 +114,16 @@ local function apply(ops)
       if due then
         redis.call('HDEL', keys.run, 'ask:' .. op[2])
         local record = redis.call('HGET', keys.hooks, op[2])
-        local member = deadline_member(req.run_id, 'h', op[2])
+        local member = deadline_member(keys.run_id, 'h', op[2])
         if record and hook_state(record) == HOOK_PENDING
             and not redis.call('ZSCORE', keys.deadlines, member) then
-          schedule_deadline(keys.deadlines, req.prefix, due, member)
+          schedule_deadline(keys.deadlines, keys.prefix, due, member)
         end
       end
     elseif kind == 'timer' then
       -- {'timer', timer id, due ms}: the run's one durable timer (sleep, retry backoff)
-      local member = deadline_member(req.run_id, 't', op[2])
-      schedule_deadline(keys.deadlines, req.prefix, op[3], member)
+      local member = deadline_member(keys.run_id, 't', op[2])
+      schedule_deadline(keys.deadlines, keys.prefix, op[3], member)
       redis.call('HSET', keys.run, 'dl', member)
     elseif kind == 'close_hook' then
       -- {'close_hook', hook id, token}: withdrawn, if still pending (an answer that got in
@@ -118,24 +132,24 @@ local function apply(ops)
       if record and hook_state(record) == HOOK_PENDING then
         redis.call('HSET', keys.hooks, op[2], with_hook_state(record, HOOK_CLOSED))
         redis.call('SREM', keys.pending, op[3])
-        redis.call('ZREM', keys.deadlines, deadline_member(req.run_id, 'h', op[2]))
+        redis.call('ZREM', keys.deadlines, deadline_member(keys.run_id, 'h', op[2]))
         if outbox then
-          unwait(key_waiting(req.prefix), session, 1)
-          post(req.prefix, session,
-            cjson.encode({type = 'closed', run_id = req.run_id, token = op[3]}), req.retention)
+          unwait(key_waiting(keys.prefix), session, 1)
+          post(keys.prefix, session,
+            cjson.encode({type = 'closed', run_id = keys.run_id, token = op[3]}), req.retention)
         end
       end
     elseif kind == 'cancel_timer' then
-      local member = deadline_member(req.run_id, 't', op[2])
+      local member = deadline_member(keys.run_id, 't', op[2])
       redis.call('ZREM', keys.deadlines, member)
       if redis.call('HGET', keys.run, 'dl') == member then redis.call('HDEL', keys.run, 'dl') end
     elseif kind == 'start_child' then
       -- {'start_child', child id, workflow, workflow.started data}: created once (its id is
       -- derived from the parent and the call's position), in the parent's partition
-      if create_run(req.prefix, op[2], op[3], req.now, session, nil, 'parent', req.run_id) then
-        append_event(key_run(req.prefix, op[2]), key_events(req.prefix, op[2]),
+      if create_run(keys.prefix, op[2], op[3], req.now, session, nil, 'parent', keys.run_id) then
+        append_event(key_run(keys.prefix, op[2]), key_events(keys.prefix, op[2]),
           EVENT.workflow_started, op[4])
-        redis.call('SADD', key_children(req.prefix, req.run_id), op[2])
+        redis.call('SADD', key_children(keys.prefix, keys.run_id), op[2])
       end
     elseif kind == 'continue' then
       -- {'continue', run id, workflow, workflow.started data, tags JSON or ''}: the run
@@ -145,13 +159,13 @@ local function apply(ops)
       -- conversation that silently stops) or a session left on the ended run: this script
       -- does all of it with the end of the run.
       local tags = op[5] ~= '' and op[5] or nil
-      if create_run(req.prefix, op[2], op[3], req.now, session, tags, 'continued_from',
-          req.run_id) then
-        append_event(key_run(req.prefix, op[2]), key_events(req.prefix, op[2]),
+      if create_run(keys.prefix, op[2], op[3], req.now, session, tags, 'continued_from',
+          keys.run_id) then
+        append_event(key_run(keys.prefix, op[2]), key_events(keys.prefix, op[2]),
           EVENT.workflow_started, op[4])
         if session then
-          local meta = key_session_meta(req.prefix, session)
-          if redis.call('HGET', meta, 'run') == req.run_id then
+          local meta = key_session_meta(keys.prefix, session)
+          if redis.call('HGET', meta, 'run') == keys.run_id then
             redis.call('HSET', meta, 'run', op[2])
           end
         end
@@ -163,17 +177,17 @@ local function apply(ops)
     elseif kind == 'unreceive' then
       redis.call('HDEL', keys.run, 'recv:' .. op[2])
     elseif kind == 'post' then
-      if outbox then post(req.prefix, session, op[2], req.retention) end
+      if outbox then post(keys.prefix, session, op[2], req.retention) end
     elseif kind == 'prompt' then
       if outbox then
-        post(req.prefix, session, op[2], false)
+        post(keys.prefix, session, op[2], false)
         -- a pending prompt must stay visible however long the visitor takes
-        redis.call('HINCRBY', key_waiting(req.prefix), session, 1)
+        redis.call('HINCRBY', key_waiting(keys.prefix), session, 1)
         redis.call('PERSIST', outbox)
       end
     elseif kind == 'tags' then
       -- {'tags', the run's tags as a JSON object}: the hash and the tag index (tags.lua)
-      run_tags = retag(req.prefix, keys.run, req.run_id, run_tags, op[2], req.now)
+      run_tags = retag(keys.prefix, keys.run, keys.run_id, run_tags, op[2], req.now)
     else
       error('APPLY: unknown op ' .. tostring(kind))
     end
@@ -181,26 +195,28 @@ local function apply(ops)
 end
 
 apply(writes)
-if refused then return {'refused', last, arrived} end
+if refused or not (suspension or finish) then
+  if appended > 0 then redis.call('HSET', keys.run, event_count()) end
+  return {refused and 'refused' or 'ok', last, arrived}
+end
 if suspension then apply(suspension) end
 
-if suspension or finish then
-  local msg = redis.call('HGET', keys.run, 'msg')
-  if msg then ack_task(keys.tasks, msg) end
-  redis.call('HDEL', keys.run, 'msg', 'lease', 'owner')
-  if suspension then
-    redis.call('HSET', keys.run, 'status', STATUS.suspended)
-    redis.call('HINCRBY', keys.stats, STATUS.suspended, 1)
-    shrink_events(req.prefix, req.run_id, keys.events, count + new_events)
-  elseif finish.status == STATUS.blocked then
-    -- not an end: the run keeps its hooks, deadlines and checkpoints for the retry
-    redis.call('HSET', keys.run, 'status', STATUS.blocked, 'blocked', finish.value)
-    redis.call('HINCRBY', keys.stats, STATUS.blocked, 1)
-  else
-    redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now)
-    redis.call('HINCRBY', keys.stats, finish.status, 1)
-    if finish.notify then child_ended(req.prefix, keys.run, finish.notify) end
-    end_run(req.prefix, req.run_id, keys, session, tonumber(req.retention), run_tags, req.now)
-  end
+local msg = rs[5]
+if msg then ack_task(keys.tasks, msg) end
+redis.call('HDEL', keys.run, 'msg', 'lease', 'owner')
+if suspension then
+  redis.call('HSET', keys.run, 'status', STATUS.suspended, event_count())
+  redis.call('HINCRBY', keys.stats, STATUS.suspended, 1)
+  shrink_events(keys.prefix, keys.run_id, keys.events, count + new_events)
+elseif finish.status == STATUS.blocked then
+  -- not an end: the run keeps its hooks, deadlines and checkpoints for the retry
+  redis.call('HSET', keys.run, 'status', STATUS.blocked, 'blocked', finish.value, event_count())
+  redis.call('HINCRBY', keys.stats, STATUS.blocked, 1)
+else
+  redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now,
+    event_count())
+  redis.call('HINCRBY', keys.stats, finish.status, 1)
+  if finish.notify then child_ended(keys.prefix, keys.run, finish.notify) end
+  end_run(keys.prefix, keys.run_id, keys, session, tonumber(req.retention), run_tags, req.now)
 end
 return {'ok', last, arrived}

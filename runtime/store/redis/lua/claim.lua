@@ -13,19 +13,21 @@
 -- event id, how many events up to there, the history generation 'gen') is checked against
 -- the run in this same step; only when the log still extends it are just the events after
 -- it returned, else the whole log (and the worker forgets what it knew).
--- ARGV: consumer, now ms, lease ms, task message id, this worker's version, prefix, run id,
---       the last event id the worker knows ('' for none), how many events up to it, the
---       generation it knew, then the versions it serves.
+-- ARGV: now ms, task message id, the last event id the worker knows ('' for none), how many
+--       events up to it, the generation it knew; then what a worker sends unchanged on
+--       every claim (packed once, runtime/store/redis/_batch.py's Packed): consumer, lease
+--       ms, this worker's version, the versions it serves.
 -- Returns {'skipped', status} | {'busy'} | {'parked', version}
 --       | {'ok', fence, workflow, session, events, ckpts, parent run id or '',
 --          'tail' | 'full', event count, generation}.
 local keys = run_keys()
-local consumer, now, lease_ms, msg = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local own_version, prefix, run_id = ARGV[5], ARGV[6], ARGV[7]
-local known_id, known_count, known_gen = ARGV[8], tonumber(ARGV[9]), ARGV[10]
+local now, msg = tonumber(ARGV[1]), ARGV[2]
+local known_id, known_count, known_gen = ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local consumer, lease_ms, own_version = ARGV[6], tonumber(ARGV[7]), ARGV[8]
+local prefix, run_id = keys.prefix, keys.run_id
 
 local rs = redis.call('HMGET', keys.run, 'status', 'lease', 'wf', 'session', 'owner', 'ver',
-  'parent', 'nev', 'gen')
+  'parent', 'nev', 'gen', 'fence')
 local status = rs[1]
 if (not status) or status == STATUS.suspended or status == STATUS.blocked
     or status == STATUS.parked or FINISHED[status] then
@@ -35,7 +37,7 @@ end
 local version = rs[6]
 if version then
   local served = false
-  for i = 11, #ARGV do
+  for i = 9, #ARGV do
     if ARGV[i] == version then served = true end
   end
   if not served then
@@ -46,17 +48,20 @@ if version then
     redis.call('SADD', key_parked(prefix, version), run_id)
     return {'parked', version}
   end
-else
-  redis.call('HSET', keys.run, 'ver', own_version)
 end
 -- A live lease of another worker: busy. The same worker may take its own run back (its
 -- previous execution of it was abandoned; a worker never runs one run twice at once).
 if status == STATUS.running and tonumber(rs[2] or '0') > now and rs[5] ~= consumer then
   return {'busy'}
 end
-local fence = redis.call('HINCRBY', keys.run, 'fence', 1)
-redis.call('HSET', keys.run, 'status', STATUS.running, 'owner', consumer, 'lease', now + lease_ms,
-  'msg', msg)
+local fence = tonumber(rs[10] or '0') + 1
+local fields = {'status', STATUS.running, 'owner', consumer, 'lease', now + lease_ms, 'msg', msg,
+  'fence', fence}
+if not version then  -- the run's first claim: its version is this worker's from now on
+  fields[#fields + 1] = 'ver'
+  fields[#fields + 1] = own_version
+end
+redis.call('HSET', keys.run, unpack(fields))
 local count, gen = tonumber(rs[8] or '0'), rs[9] or '0'
 local mode, events = 'full', nil
 if known_id ~= '' and known_gen == gen then
