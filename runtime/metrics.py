@@ -80,6 +80,7 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self._executed: dict[str, Counter] = {}
         self.resume_latency = Histogram(
             "parley_resume_latency_seconds",
             "From an answer/expiry/timer event to the end of the execution it woke",
@@ -126,6 +127,14 @@ class Metrics:
             "Executions abandoned because another worker or a cancel took the run",
             registry=self.registry,
         )
+
+    def executed(self, outcome: str) -> None:
+        """Count one execution by its outcome. The labelled child is looked up once per
+        outcome: ``labels()`` on every execution cost more than the count itself."""
+        child = self._executed.get(outcome)
+        if child is None:
+            child = self._executed[outcome] = self.executions.labels(outcome)
+        child.inc()
 
     async def render(self, runtime: Runtime) -> bytes:
         """The exposition text, with store-wide figures fresh from Redis."""

@@ -295,7 +295,7 @@ class TaskConsumer:
             entry = execution.remembered()
             if entry is not None:
                 self.replay_cache.keep(run_id, entry)
-            self.metrics.executions.labels(execution.outcome).inc()
+            self.metrics.executed(execution.outcome)
             if execution.woken_at_ms is not None:
                 waited_ms = execution.now_ms() - execution.woken_at_ms
                 self.metrics.resume_latency.observe(waited_ms / 1000)

@@ -103,13 +103,20 @@ class RunKeys:
     declared: tuple[str]  # the KEYS of a per-run script
 
 
+# The templates of RunKeys' fields, split around the run id once (run_keys is on the hot
+# path: every claim and write of a run not in its cache builds them).
+_RUN_KEY_PARTS = tuple(
+    TEMPLATES[name].partition("{run_id}")
+    for name in ("run", "events", "ckpt", "hooks", "tasks", "deadlines", "pending", "stats")
+)
+
+
 @functools.lru_cache(maxsize=4096)
 def run_keys(run_id: str, partitions: int) -> RunKeys:
     p = partition_of(run_id, partitions)
     prefix = partition_prefix(p)
     run, events, ckpt, hooks, tasks, deadlines, pending, stats = (
-        prefix + TEMPLATES[name].format(run_id=run_id)
-        for name in ("run", "events", "ckpt", "hooks", "tasks", "deadlines", "pending", "stats")
+        prefix + head + (run_id if hole else "") + tail for head, hole, tail in _RUN_KEY_PARTS
     )
     return RunKeys(
         run_id=run_id,
