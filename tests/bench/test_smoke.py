@@ -53,6 +53,9 @@ CONCURRENT = {
         "--runs", "20", "--spread", "0.3", "--idle-window", "0.3",
     ),
     "ceiling": _command("--mode", "ceiling", "--ceiling-scripts", "2000"),
+    "instructions": _command(
+        "--runs", "20", "--warmup", "5", "--redis-too", module="bench.instructions"
+    ),
     "report": _command(
         "--quick", "--runs", "20", "--warmup", "5", "--probe", "3", "--idle-window", "0.2",
         "--ceiling-scripts", "2000", "--round-points", "1", "3", "--samples", "2",
@@ -178,3 +181,13 @@ def test_report_prints_every_figure_in_one_run(launched: Launched) -> None:
         assert figure in summary, figure
     # one table and one JSON line on stdout
     assert table.count("== parley") == 1
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_instructions_mode_counts_the_worker_and_redis(launched: Launched) -> None:
+    result, table = _finished(launched, "instructions")
+    assert result["runs"] == 20  # it returns only once all 20 completed
+    # a lifecycle is hundreds of thousands of instructions in each process, never none
+    assert result["worker_instructions_per_lifecycle"] > 10_000
+    assert result["redis_instructions_per_lifecycle"] > 10_000
+    assert "worker_instructions_per_lifecycle:" in table
