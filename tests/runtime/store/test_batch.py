@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis.asyncio as aioredis
+from redis._parsers import _AsyncRESP3Parser
 from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -24,7 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 from runtime import StoreUnavailable
-from runtime.store.redis._batch import Batcher, Script
+from runtime.store.redis._batch import Batcher, Script, hiredis_parser
 from tests.faults import Proxy
 
 ECHO = "return {KEYS[1], ARGV[1]}"
@@ -78,7 +79,13 @@ class Wire:
         self.writes.clear()
 
 
-def make_client(url: str, wire: Wire) -> aioredis.Redis:
+# Both ways a batch's replies are read (runtime/store/redis/_batch.py): straight from
+# hiredis' reader, and through redis-py's read_response where hiredis is not redis-py's
+# parser (the pure-Python RESP3 parser here).
+PARSERS = {"hiredis": None, "python": _AsyncRESP3Parser}
+
+
+def make_client(url: str, wire: Wire, parser: str = "hiredis") -> aioredis.Redis:
     class WireConnection(Connection):
         async def send_packed_command(
             self, command: bytes | str | Iterable[bytes], check_health: bool = True
@@ -93,8 +100,11 @@ def make_client(url: str, wire: Wire) -> aioredis.Redis:
             wire.writes.append(_parse_commands(data))
             await super().send_packed_command(command, check_health)
 
+    options: dict[str, Any] = {}
+    if PARSERS[parser] is not None:
+        options["parser_class"] = PARSERS[parser]
     pool = aioredis.ConnectionPool.from_url(
-        url, connection_class=WireConnection, retry=Retry(NoBackoff(), 0)
+        url, connection_class=WireConnection, retry=Retry(NoBackoff(), 0), **options
     )
     return aioredis.Redis(connection_pool=pool)
 
@@ -104,9 +114,14 @@ async def wire() -> Wire:
     return Wire()
 
 
+@pytest.fixture(params=sorted(PARSERS))
+def parser(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-async def client(redis_url: str, wire: Wire) -> AsyncIterator[aioredis.Redis]:
-    c = make_client(redis_url, wire)
+async def client(redis_url: str, wire: Wire, parser: str) -> AsyncIterator[aioredis.Redis]:
+    c = make_client(redis_url, wire, parser)
     yield c
     await c.aclose()
 
@@ -121,10 +136,12 @@ async def proxy(redis_url: str) -> AsyncIterator[Proxy]:
 
 
 @pytest.fixture
-async def proxied(redis_url: str, proxy: Proxy, wire: Wire) -> AsyncIterator[aioredis.Redis]:
+async def proxied(
+    redis_url: str, proxy: Proxy, wire: Wire, parser: str
+) -> AsyncIterator[aioredis.Redis]:
     """A client whose connections go through ``proxy``."""
     parts = urlsplit(redis_url)
-    c = make_client(f"redis://127.0.0.1:{proxy.port}{parts.path}", wire)
+    c = make_client(f"redis://127.0.0.1:{proxy.port}{parts.path}", wire, parser)
     yield c
     await c.aclose()
 
@@ -488,3 +505,18 @@ async def test_plain_commands_go_in_one_write_with_their_replies_as_sent(
     assert isinstance(replies[1], ResponseError) and "WRONGTYPE" in str(replies[1])
     assert replies[2] == 1
     await client.delete(stream)
+
+
+async def test_replies_are_read_from_hiredis_unless_redis_py_parses_otherwise(
+    client: aioredis.Redis, parser: str
+) -> None:
+    """With the redis-py and hiredis this project installs, a batch's replies come straight
+    from hiredis' reader; if an upgrade renames what that reads, this fails (the batcher
+    itself falls back to read_response and keeps working, only slower)."""
+    _, (echo,) = await scripts(client, Wire(), ECHO)
+    assert await echo(keys=["k"], args=["v"]) == [b"k", b"v"]
+    connection = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+    try:
+        assert (hiredis_parser(connection) is not None) is (parser == "hiredis")
+    finally:
+        await client.connection_pool.release(connection)
