@@ -25,18 +25,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from runtime import Runtime
 from runtime.store.redis import _keys as keys
 from runtime.testing import RedisServer, free_port
 
 from .app import WORKFLOW
-from .common import bounded, token_of
+from .common import bounded, token_of, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+# the processes counted run ~50 times slower: polled less often than elsewhere
+_POLL = 0.2
 _TOTALS = re.compile(rb"^totals:\s*(\d+)", re.MULTILINE)
 
 
@@ -63,14 +66,6 @@ def _instructions(out: Path) -> int:
     return total
 
 
-async def _wait(check: Callable[[], Awaitable[bool]], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.2)  # the processes counted run ~50x slower
-
-
 async def _lifecycles(rt: Runtime, n: int, partitions: int, timeout: float) -> None:
     run_ids: list[str] = []
 
@@ -92,7 +87,7 @@ async def _lifecycles(rt: Runtime, n: int, partitions: int, timeout: float) -> N
     async def all_suspended() -> bool:
         return await pending_hooks() - before >= n
 
-    await _wait(all_suspended, "suspensions", timeout)
+    await wait_for(all_suspended, timeout, "suspensions", every=_POLL)
 
     async def answer_one(run_id: str) -> None:
         await rt.resume_hook(token_of(run_id), "ok")
@@ -111,7 +106,7 @@ async def _lifecycles(rt: Runtime, n: int, partitions: int, timeout: float) -> N
     async def all_completed() -> bool:
         return await completed() - done >= n
 
-    await _wait(all_completed, "completions", timeout)
+    await wait_for(all_completed, timeout, "completions", every=_POLL)
     # A run is compacted a few seconds after its end (runtime/store/redis/_compaction.py):
     # counted with its lifecycle, so the window holds every compaction of its runs and
     # none of the warm-up's, whatever the window's length.
@@ -120,7 +115,7 @@ async def _lifecycles(rt: Runtime, n: int, partitions: int, timeout: float) -> N
     async def all_compacted() -> bool:
         return not await client.exists(*streams)
 
-    await _wait(all_compacted, "compactions", timeout)
+    await wait_for(all_compacted, timeout, "compactions", every=_POLL)
 
 
 async def measure(runs: int, warmup: int, partitions: int, redis_too: bool) -> dict[str, Any]:
@@ -206,8 +201,6 @@ def main(argv: list[str] | None = None) -> None:
     for name, value in result.items():
         if name.endswith("per_lifecycle"):
             print(f"{name}: {value:,}")
-    import orjson
-
     print(orjson.dumps(result).decode())
 
 
