@@ -100,7 +100,6 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         self._client: aioredis.Redis | None = None
         self._scripts: Scripts | None = None
         self._time = RedisTime(self._read_time)
-        self._claim_args = {}
 
     def __repr__(self) -> str:
         return f"<RedisStore {self.url} partitions={self.partitions}>"

@@ -4,6 +4,7 @@ lease of an execution (claim, heartbeat), its fenced writes (apply) and the dead
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -36,9 +37,6 @@ log = logging.getLogger("parley.store")
 
 class ExecutionStore(CompactionStore):
     """The executions part of :class:`~runtime.store.redis.RedisStore`."""
-
-    # what each worker of this process sends unchanged on every claim, encoded once
-    _claim_args: dict[tuple[Any, ...], Packed]
 
     async def _repair_groups(self, exc: ResponseError) -> StoreReset:
         """A task stream without its consumer group: Redis lost its state. Re-create the
@@ -155,17 +153,13 @@ class ExecutionStore(CompactionStore):
     ) -> Claim:
         keys = self._run(task.run_id)
         now = await self.now_ms()
-        worker: tuple[str | int, ...] = (consumer, lease_ms, version, *serves)
-        constant = self._claim_args.get(worker)
-        if constant is None:
-            constant = self._claim_args[worker] = Packed(worker)
         reply = await self.scripts.claim(
             keys=keys.declared,
             args=[
                 now,
                 task.message_id,
                 *(("", 0, "") if known is None else (known.last_id, known.count, known.generation)),
-                constant,
+                _claim_constants(consumer, lease_ms, version, tuple(serves)),
             ],
         )
         if reply[0] == b"skipped":
@@ -298,6 +292,13 @@ class ExecutionStore(CompactionStore):
                     _decode.text(msg_id), int(fields[b"due"])
                 )
         return notices
+
+
+@functools.lru_cache(maxsize=64)
+def _claim_constants(consumer: str, lease_ms: int, version: str, serves: tuple[str, ...]) -> Packed:
+    """What a worker sends unchanged on every claim (lua/claim.lua's last arguments),
+    encoded once per worker."""
+    return Packed((consumer, lease_ms, version, *serves))
 
 
 def _ops(ops: list[Op]) -> list[Op]:
