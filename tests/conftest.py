@@ -54,6 +54,18 @@ def _claim_given_database(url: str) -> None:
         )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    processes = config.getoption("numprocesses", default=None)
+    if GIVEN_REDIS_URL is not None and processes not in (None, 0):
+        # Each test process flushes the database around its tests: processes sharing one
+        # would delete each other's data mid-test.
+        raise pytest.UsageError(
+            f"PARLEY_TEST_REDIS={GIVEN_REDIS_URL} names one database, and -n {processes} "
+            "would run the tests in several processes sharing it: add -n 0, or unset "
+            "PARLEY_TEST_REDIS so that each process starts its own redis-server."
+        )
+
+
 @pytest.fixture(scope="session")
 def session_redis_url() -> Iterator[str]:
     """The session's Redis database: ``$PARLEY_TEST_REDIS`` if given (and empty), else a

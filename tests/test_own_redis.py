@@ -23,7 +23,9 @@ from tests.redis_servers import RedisServer
 pytestmark = pytest.mark.e2e
 
 
-def _session(given_url: str | None) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def _session(
+    given_url: str | None, *options: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """A pytest session of the probe; ``given_url`` as ``PARLEY_TEST_REDIS`` (or none)."""
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PARLEY_TEST_REDIS"))
@@ -32,7 +34,7 @@ def _session(given_url: str | None) -> tuple[subprocess.CompletedProcess[str], d
         env["PARLEY_TEST_REDIS"] = given_url
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-         "tests/redis_probe.py"],
+         *options, "tests/redis_probe.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     lines = [line for line in proc.stdout.splitlines() if line.startswith("PROBE ")]
@@ -103,3 +105,19 @@ def test_a_given_empty_database_is_used_and_left_empty(
     finally:
         client.close()
     assert _sentinel(someone_elses_redis) == b"somebody's data"  # another db: untouched
+
+
+def test_a_given_database_is_refused_to_a_session_of_several_processes(
+    someone_elses_redis: RedisServer,
+) -> None:
+    """``scripts/test`` runs the suite in two processes (pytest-xdist): each would flush the
+    one database given around its own tests, in the middle of the other's."""
+    url = f"redis://127.0.0.1:{someone_elses_redis.port}/3"
+    proc, probe = _session(url, "-n", "2")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert "-n 2 would run the tests in several processes sharing it" in output, output
+    assert probe == {}, "no test ran"
+    proc, probe = _session(url, "-n", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert probe["url"] == url
