@@ -118,7 +118,9 @@ async def _lifecycles(rt: Runtime, n: int, partitions: int, timeout: float) -> N
     await wait_for(all_compacted, timeout, "compactions", every=_POLL)
 
 
-async def measure(runs: int, warmup: int, partitions: int, redis_too: bool) -> dict[str, Any]:
+async def measure(
+    runs: int, warmup: int, partitions: int, redis_too: bool, keep: Path | None = None
+) -> dict[str, Any]:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("bench.instructions needs valgrind (Debian: apt-get install valgrind)")
     workdir = Path(tempfile.mkdtemp(prefix="parley-ir-"))
@@ -173,6 +175,11 @@ async def measure(runs: int, warmup: int, partitions: int, redis_too: bool) -> d
     }
     if redis_too:
         result["redis_instructions_per_lifecycle"] = round(_instructions(redis_out) / runs)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        for path in workdir.iterdir():
+            shutil.move(path, keep / path.name)
+        result["callgrind_outputs"] = str(keep)
     shutil.rmtree(workdir, ignore_errors=True)
     return result
 
@@ -196,8 +203,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--redis-too", action="store_true", help="count the redis-server's instructions too"
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep callgrind's outputs in DIR (read them with callgrind_annotate)",
+    )
     args = parser.parse_args(argv)
-    result = asyncio.run(measure(args.runs, args.warmup, args.partitions, args.redis_too))
+    result = asyncio.run(
+        measure(args.runs, args.warmup, args.partitions, args.redis_too, args.keep)
+    )
     for name, value in result.items():
         if name.endswith("per_lifecycle"):
             print(f"{name}: {value:,}")

@@ -3,9 +3,11 @@ every figure is printed. Speed is not asserted (the machine is shared)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,9 @@ def _bench(*args: str, module: str = "bench.hitl") -> tuple[dict[str, Any], str]
     return _parse(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
+# where the instructions mode keeps its callgrind outputs (--keep); removed by its test
+CALLGRIND_DIR = Path(tempfile.gettempdir()) / f"parley-smoke-callgrind-{os.getpid()}"
+
 # The modes whose checks do not depend on the machine's load (runs completed once, figures
 # present, no deadline early) run side by side: each starts its own redis-server and
 # workers, and most of their time is spent waiting (windows, deadlines, compaction), so the
@@ -54,7 +59,8 @@ CONCURRENT = {
     ),
     "ceiling": _command("--mode", "ceiling", "--ceiling-scripts", "2000"),
     "instructions": _command(
-        "--runs", "20", "--warmup", "5", "--redis-too", module="bench.instructions"
+        "--runs", "20", "--warmup", "5", "--redis-too", "--keep", str(CALLGRIND_DIR),
+        module="bench.instructions",
     ),
     "report": _command(
         "--quick", "--runs", "20", "--warmup", "5", "--probe", "3", "--idle-window", "0.2",
@@ -191,3 +197,16 @@ def test_instructions_mode_counts_the_worker_and_redis(launched: Launched) -> No
     assert result["worker_instructions_per_lifecycle"] > 10_000
     assert result["redis_instructions_per_lifecycle"] > 10_000
     assert "worker_instructions_per_lifecycle:" in table
+    # --keep: the outputs callgrind_annotate reads, for a profile of each process
+    try:
+        assert result["callgrind_outputs"] == str(CALLGRIND_DIR)
+        outputs = sorted(p.name for p in CALLGRIND_DIR.iterdir())
+        assert any(n.startswith("worker.out") for n in outputs), outputs
+        assert any(n.startswith("redis.out") for n in outputs), outputs
+        worker_profile = max(CALLGRIND_DIR.glob("worker.out*"), key=lambda p: p.stat().st_size)
+        annotated = subprocess.run(
+            ["callgrind_annotate", str(worker_profile)], capture_output=True, text=True, check=True
+        ).stdout
+        assert "_PyEval_EvalFrameDefault" in annotated, annotated[:2000]
+    finally:
+        shutil.rmtree(CALLGRIND_DIR, ignore_errors=True)
