@@ -303,6 +303,7 @@ class Execution(Endings):
                 finish=finish,
                 max_events=self.limits.max_events + event_slack,
                 retention_seconds=self.retention_seconds,
+                known_count=self.event_count,
             )
         except StoreUnavailable as exc:
             # The store is unreachable: this is not the step's failure. Unwind past user

@@ -339,9 +339,12 @@ class Store(Protocol):
         finish: Finish | None = None,
         max_events: int,
         retention_seconds: int,
+        known_count: int | None = None,
     ) -> Applied:
         """Apply ``writes`` (then ``suspension``, unless an event arrived after ``after``:
-        REFUSED; or ``finish``) in one atomic step, if ``fence`` still holds the lease."""
+        REFUSED; or ``finish``) in one atomic step, if ``fence`` still holds the lease.
+        ``known_count``: how many events the log holds up to ``after``, when the caller
+        knows it exactly; the log is then not read when no event arrived."""
 
     async def heartbeat(
         self, leases: Sequence[tuple[str, str]], lease_ms: int, consumer: str

@@ -194,16 +194,21 @@ class ExecutionStore(CompactionStore):
         finish: Finish | None = None,
         max_events: int,
         retention_seconds: int,
+        known_count: int | None = None,
     ) -> Applied:
         keys = self._run(run_id)
+        # Numbers the script only passes on to Redis go as strings: a Lua number given to
+        # redis.call is formatted with snprintf("%.17g") on every call.
         request: dict[str, Any] = {
             "fence": fence,
-            "now": await self.now_ms(),
+            "now": str(await self.now_ms()),
             "max_events": max_events,
             "after": after,
-            "retention": retention_seconds,
+            "retention": str(retention_seconds),
             "writes": _ops(writes.ops),
         }
+        if known_count is not None:
+            request["known"] = str(known_count)
         if suspension is not None:
             request["suspension"] = _ops(suspension.ops)
         if finish is not None:

@@ -552,6 +552,47 @@ async def test_a_suspension_is_refused_when_an_event_arrived(store: Store) -> No
     assert (await claim(store, run.task)).checkpoints == {"s-1": b"1"}
 
 
+async def test_a_known_event_count_still_sees_what_arrived(store: Store) -> None:
+    """Given how many events the log holds up to ``after``, a store may skip reading the
+    log when nothing arrived: an answer that did arrive must still refuse the suspension."""
+    run_id = await start(store)
+    task = await task_of(store, run_id)
+    claimed = await claim(store, task)
+    assert claimed.count == 1  # workflow.started
+    run = Running(run_id, task, claimed.fence, claimed.events[-1].id)
+    writes = hook_writes(run_id, "h0.a")
+    applied = await store.apply(
+        run_id, run.fence, run.seen, writes,
+        max_events=MAX_EVENTS, retention_seconds=RETENTION, known_count=claimed.count,
+    )  # fmt: skip
+    assert (applied.outcome, applied.arrived) == (ApplyOutcome.OK, [])
+    known = claimed.count + writes.event_count
+    assert applied.last_id is not None
+    assert (
+        await store.resume(
+            answer(run_id, "h0.a", "yes"), max_events=MAX_EVENTS, retention_seconds=RETENTION
+        )
+    ).outcome is ResumeOutcome.RECORDED
+
+    refused = await store.apply(
+        run_id, run.fence, applied.last_id, Writes(), suspension=suspend("h0.a"),
+        max_events=MAX_EVENTS, retention_seconds=RETENTION, known_count=known,
+    )  # fmt: skip
+
+    assert refused.outcome is ApplyOutcome.REFUSED
+    assert [(e.type, e.data) for e in refused.arrived] == [
+        ("hook.received", {"hook_id": "h0.a", "payload": "yes"})
+    ]
+    assert await status_of(store, run_id) is RunStatus.RUNNING
+    # told the count that includes the answer, the suspension goes through
+    suspended = await store.apply(
+        run_id, run.fence, refused.arrived[-1].id, Writes(), suspension=suspend("h0.a"),
+        max_events=MAX_EVENTS, retention_seconds=RETENTION, known_count=known + 1,
+    )  # fmt: skip
+    assert (suspended.outcome, suspended.arrived) == (ApplyOutcome.OK, [])
+    assert await status_of(store, run_id) is RunStatus.SUSPENDED
+
+
 async def test_apply_reports_arrived_events_without_a_suspension(store: Store) -> None:
     run = await running(store)
     writes = Writes()

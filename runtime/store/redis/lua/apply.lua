@@ -17,8 +17,10 @@
 --    change in this one script;
 --  - a crash between recording the hook and acknowledging the task: both are one script,
 --    so the task is either still pending (replayed) or the suspension is fully recorded.
--- ARGV[1]: the request as JSON: {fence, now, max_events, after, retention,
+-- ARGV[1]: the request as JSON: {fence, now, max_events, after, retention, known (optional),
 --   writes = [op...], suspension = [op...] (optional), finish = {status, value} (optional)}.
+--   now, retention and known are strings: passed on to Redis as they are (a Lua number
+--   given to redis.call is formatted with snprintf on every call).
 --   Ops are arrays built by runtime/store/redis/__init__.py from runtime/store/writes.py.
 -- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events}.
 local keys = run_keys()
@@ -51,10 +53,18 @@ local function append(event_type, data)
 end
 local function event_count()
   if appended == 0 then return end
-  return 'nev', count + appended
+  return 'nev', string.format('%d', count + appended)
 end
 
-local arrived = redis.call('XRANGE', keys.events, '(' .. req.after, '+')
+-- The events others appended after the last one this execution saw. None when the run holds
+-- exactly the events the execution knows of (`known`: every append counts itself in 'nev',
+-- which the claim's replay cache relies on too): then the log is not read.
+local arrived
+if req.known ~= nil and req.known == (rs[2] or '0') then
+  arrived = {}
+else
+  arrived = redis.call('XRANGE', keys.events, '(' .. req.after, '+')
+end
 -- A suspension that waits for a message already buffered takes it into the log now, and
 -- is refused like one that an answer overtook. (Race closed: a message sent just before
 -- the run suspends is neither lost nor left waiting in the inbox.)
@@ -206,17 +216,17 @@ if msg then ack_task(keys.tasks, msg) end
 redis.call('HDEL', keys.run, 'msg', 'lease', 'owner')
 if suspension then
   redis.call('HSET', keys.run, 'status', STATUS.suspended, event_count())
-  redis.call('HINCRBY', keys.stats, STATUS.suspended, 1)
+  redis.call('HINCRBY', keys.stats, STATUS.suspended, '1')
   shrink_events(keys.prefix, keys.run_id, keys.events, count + new_events)
 elseif finish.status == STATUS.blocked then
   -- not an end: the run keeps its hooks, deadlines and checkpoints for the retry
   redis.call('HSET', keys.run, 'status', STATUS.blocked, 'blocked', finish.value, event_count())
-  redis.call('HINCRBY', keys.stats, STATUS.blocked, 1)
+  redis.call('HINCRBY', keys.stats, STATUS.blocked, '1')
 else
   redis.call('HSET', keys.run, 'status', finish.status, 'out', finish.value, 'ended', req.now,
     event_count())
-  redis.call('HINCRBY', keys.stats, finish.status, 1)
+  redis.call('HINCRBY', keys.stats, finish.status, '1')
   if finish.notify then child_ended(keys.prefix, keys.run, finish.notify) end
-  end_run(keys.prefix, keys.run_id, keys, session, tonumber(req.retention), run_tags, req.now)
+  end_run(keys.prefix, keys.run_id, keys, session, req.retention, run_tags, req.now)
 end
 return {'ok', last, arrived}

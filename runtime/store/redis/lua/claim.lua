@@ -44,7 +44,7 @@ if version then
     ack_task(keys.tasks, msg)
     redis.call('HSET', keys.run, 'status', STATUS.parked)
     redis.call('HDEL', keys.run, 'msg', 'lease', 'owner')
-    redis.call('HINCRBY', keys.stats, STATUS.parked, 1)
+    redis.call('HINCRBY', keys.stats, STATUS.parked, '1')
     redis.call('SADD', key_parked(prefix, version), run_id)
     return {'parked', version}
   end
@@ -54,9 +54,11 @@ end
 if status == STATUS.running and tonumber(rs[2] or '0') > now and rs[5] ~= consumer then
   return {'busy'}
 end
-local fence = tonumber(rs[10] or '0') + 1
-local fields = {'status', STATUS.running, 'owner', consumer, 'lease', now + lease_ms, 'msg', msg,
-  'fence', fence}
+-- Numbers go to Redis as strings formatted once as integers: a Lua number given to
+-- redis.call is formatted with snprintf("%.17g") on every call.
+local fence = string.format('%d', tonumber(rs[10] or '0') + 1)
+local fields = {'status', STATUS.running, 'owner', consumer,
+  'lease', string.format('%d', now + lease_ms), 'msg', msg, 'fence', fence}
 if not version then  -- the run's first claim: its version is this worker's from now on
   fields[#fields + 1] = 'ver'
   fields[#fields + 1] = own_version
@@ -75,5 +77,5 @@ if known_id ~= '' and known_gen == gen then
   end
 end
 if not events then events = redis.call('XRANGE', keys.events, '-', '+') end
-return {'ok', tostring(fence), rs[3], rs[4] or '', events, redis.call('HGETALL', keys.ckpt),
-  rs[7] or '', mode, tostring(count), gen}
+return {'ok', fence, rs[3], rs[4] or '', events, redis.call('HGETALL', keys.ckpt),
+  rs[7] or '', mode, rs[8] or '0', gen}

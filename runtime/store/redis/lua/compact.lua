@@ -25,7 +25,7 @@ for r = 0, #KEYS / 5 - 1 do
     -- expires with the run's other keys (end_run set their expiry)
     local ttl = redis.call('PTTL', run)
     if ttl > 0 then
-      redis.call('SET', archive, ARGV[4 * r + 4], 'PX', ttl)
+      redis.call('SET', archive, ARGV[4 * r + 4], 'PX', string.format('%d', ttl))
     else
       redis.call('SET', archive, ARGV[4 * r + 4])
     end

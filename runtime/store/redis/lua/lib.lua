@@ -30,7 +30,7 @@ end
 
 local function append_event(run_key, events_key, event_type, data)
   local id = redis.call('XADD', events_key, '*', 't', event_type, 'd', data)
-  redis.call('HINCRBY', run_key, 'nev', 1)
+  redis.call('HINCRBY', run_key, 'nev', '1')
   return id
 end
 
@@ -79,7 +79,7 @@ end
 local function create_run(prefix, run_id, workflow, now, session, tags, link, linked_id)
   local run_key = key_run(prefix, run_id)
   if redis.call('EXISTS', run_key) == 1 then return false end
-  local fields = {'status', STATUS.pending, 'wf', workflow, 'created', now, 'fence', 0}
+  local fields = {'status', STATUS.pending, 'wf', workflow, 'created', now, 'fence', '0'}
   if link then
     fields[#fields + 1] = link
     fields[#fields + 1] = linked_id
@@ -91,7 +91,7 @@ local function create_run(prefix, run_id, workflow, now, session, tags, link, li
   redis.call('HSET', run_key, unpack(fields))
   if tags then index_tags(prefix, run_key, run_id, now, tags) end
   enqueue(key_tasks(prefix), run_id, workflow)
-  redis.call('HINCRBY', key_stats(prefix), 'started', 1)
+  redis.call('HINCRBY', key_stats(prefix), 'started', '1')
   return true
 end
 
@@ -157,7 +157,7 @@ local function child_ended(prefix, run_key, data)
   append_event(parent_key, key_events(prefix, parent), EVENT.child_completed, data)
   if ps[1] == STATUS.suspended then
     redis.call('HSET', parent_key, 'status', STATUS.pending)
-    redis.call('HINCRBY', key_stats(prefix), STATUS.suspended, -1)
+    redis.call('HINCRBY', key_stats(prefix), STATUS.suspended, '-1')
     enqueue(key_tasks(prefix), parent, ps[2])
   end
 end

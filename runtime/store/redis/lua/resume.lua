@@ -59,7 +59,7 @@ if session and session ~= '' then
 end
 if status == STATUS.suspended then
   redis.call('HSET', keys.run, 'status', STATUS.pending)
-  redis.call('HINCRBY', keys.stats, STATUS.suspended, -1)
+  redis.call('HINCRBY', keys.stats, STATUS.suspended, '-1')
   enqueue(keys.tasks, run_id, rs[4])
 end
 return {'recorded'}
