@@ -3,12 +3,53 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 import redis
 
 from runtime import Runtime
+from runtime.store.redis._executions import ExecutionStore
 from tests.processes import PARTITIONS, WorkerProcess
+
+
+@pytest.fixture(autouse=True)
+def exact_event_counts(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Every APPLY an in-process worker sends with ``known_count`` is checked against the
+    run: the count must be the run's own (``nev``) less the events after ``after``. APPLY
+    does not read what arrived when the run's count equals it (lua/apply.lua), so a count
+    that drifted could hide an answer and strand the run; checked here across every
+    workflow these tests run, faults and races included. Not in the tests that count the
+    commands Redis executes (marked ``counts_commands``): the check adds its own."""
+    if request.node.get_closest_marker("counts_commands") is not None:
+        yield
+        return
+    original = ExecutionStore.apply
+    drifted: list[str] = []
+
+    async def checked(
+        self: ExecutionStore, run_id: str, fence: str, after: str, *args: Any, **kwargs: Any
+    ) -> Any:
+        known = kwargs.get("known_count")
+        if known is not None:
+            keys = self._run(run_id)
+            try:
+                async with self.client.pipeline(transaction=True) as pipe:
+                    pipe.hget(keys.run, "nev")
+                    pipe.xrange(keys.events, f"({after}", "+")
+                    nev, later = await pipe.execute()
+                expected = int(nev or 0) - len(later)
+            except Exception:  # an outage the test injects: the APPLY meets it too
+                expected = known
+            if expected != known:
+                drifted.append(f"{run_id}: told {known} events up to {after}, the run {expected}")
+        return await original(self, run_id, fence, after, *args, **kwargs)
+
+    monkeypatch.setattr(ExecutionStore, "apply", checked)
+    yield
+    assert not drifted, drifted
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ from runtime import (
 from runtime.ids import make_token
 from runtime.testing import RedisServer
 
-pytestmark = pytest.mark.redis
+# counts_commands: the suite's event count check (tests/runtime/conftest.py) adds commands
+pytestmark = [pytest.mark.redis, pytest.mark.counts_commands]
 
 PARTITIONS = 2
 

@@ -24,7 +24,8 @@ from runtime.testing import RedisServer
 from tests.monitor import MARK, MonitorFeed
 from tests.raw_redis import raw
 
-pytestmark = pytest.mark.redis
+# counts_commands: the suite's event count check (tests/runtime/conftest.py) adds commands
+pytestmark = [pytest.mark.redis, pytest.mark.counts_commands]
 
 PARTITIONS = 4
 _SCRIPTS = SCRIPT_NAMES

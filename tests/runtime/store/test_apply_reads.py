@@ -24,7 +24,8 @@ from .test_contract import (
     task_of,
 )
 
-pytestmark = pytest.mark.redis
+# counts_commands: the suite's event count check (tests/runtime/conftest.py) adds commands
+pytestmark = [pytest.mark.redis, pytest.mark.counts_commands]
 
 
 @pytest.fixture
