@@ -133,6 +133,13 @@ class Execution(Endings):
         self.owned: set[asyncio.Future[Any]] = set()  # tasks whose outcome first() takes
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
         self.writes = Writes()
+        # One APPLY at a time. Race closed: two writes of one execution in flight at once
+        # (parallel branches each flushing, e.g. two hooks asked in one turn of the loop)
+        # both sent the same `after` and event count; the second read back the first's own
+        # events as arrivals, so the execution over-counted its log, and the APPLY that
+        # skips its read when the run's count equals the execution's then missed an
+        # answer: the run suspended on a hook already answered.
+        self._applying = asyncio.Lock()
         self.refused = False  # the last suspension was refused: events had arrived
         self.flush_before_step = False
         self._step_counters: dict[str, int] = {}
@@ -292,7 +299,15 @@ class Execution(Endings):
         events others appended meanwhile and sets :attr:`refused`."""
         if self.dry_run:
             raise ReplayEnded("the recorded history matched up to the run's next write")
+        async with self._applying:
+            return await self._apply_now(suspension, finish, event_slack)
+
+    async def _apply_now(
+        self, suspension: Writes | None, finish: Finish | None, event_slack: int
+    ) -> list[Event]:
         writes = self.writes.take()
+        if not writes and suspension is None and finish is None:
+            return []  # an APPLY that held the lock before this one sent these writes
         try:
             applied = await self.store.apply(
                 self.run_id,

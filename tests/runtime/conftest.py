@@ -9,25 +9,35 @@ import pytest
 import redis
 
 from runtime import Runtime
+from runtime.errors import StoreUnavailable
+from runtime.store.redis._calls import OUTAGE
 from runtime.store.redis._executions import ExecutionStore
 from tests.processes import PARTITIONS, WorkerProcess
+
+
+class EventCountCheck:
+    """What :func:`exact_event_counts` checked in one test."""
+
+    def __init__(self) -> None:
+        self.checked = 0
+        self.drifted: list[str] = []
 
 
 @pytest.fixture(autouse=True)
 def exact_event_counts(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[None]:
+) -> Iterator[EventCountCheck]:
     """Every APPLY an in-process worker sends with ``known_count`` is checked against the
     run: the count must be the run's own (``nev``) less the events after ``after``. APPLY
     does not read what arrived when the run's count equals it (lua/apply.lua), so a count
     that drifted could hide an answer and strand the run; checked here across every
     workflow these tests run, faults and races included. Not in the tests that count the
     commands Redis executes (marked ``counts_commands``): the check adds its own."""
+    check = EventCountCheck()
     if request.node.get_closest_marker("counts_commands") is not None:
-        yield
+        yield check
         return
     original = ExecutionStore.apply
-    drifted: list[str] = []
 
     async def checked(
         self: ExecutionStore, run_id: str, fence: str, after: str, *args: Any, **kwargs: Any
@@ -41,15 +51,19 @@ def exact_event_counts(
                     pipe.xrange(keys.events, f"({after}", "+")
                     nev, later = await pipe.execute()
                 expected = int(nev or 0) - len(later)
-            except Exception:  # an outage the test injects: the APPLY meets it too
+            except (*OUTAGE, StoreUnavailable):  # an outage the test injects: so does APPLY
                 expected = known
+            else:
+                check.checked += 1
             if expected != known:
-                drifted.append(f"{run_id}: told {known} events up to {after}, the run {expected}")
+                check.drifted.append(
+                    f"{run_id}: told {known} events up to {after}, the run {expected}"
+                )
         return await original(self, run_id, fence, after, *args, **kwargs)
 
     monkeypatch.setattr(ExecutionStore, "apply", checked)
-    yield
-    assert not drifted, drifted
+    yield check
+    assert not check.drifted, check.drifted
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from runtime import (
     step_hook,
     workflow,
 )
+from tests.runtime.conftest import EventCountCheck
 
 
 async def answer(rt: Runtime, run_id: str, name: str, payload: object) -> None:
@@ -161,3 +162,41 @@ async def test_first_needs_waits(rt: Runtime, worker: Worker) -> None:
     info = await rt.get_run(run_id)
     assert info.status is RunStatus.FAILED and info.error is not None
     assert "two or more calls" in info.error["message"]
+
+
+# Both hooks are created and their on_created called in one turn of the loop: two flushes of
+# one execution in flight at once. The first hook's on_created answers it at once.
+FIRST_ASKED: dict[str, Any] = {}
+
+
+async def _answer_at_once(token: str) -> None:
+    rt: Runtime = FIRST_ASKED["rt"]
+    await rt.resume_hook(token, "yes")
+
+
+async def _ask_later(token: str) -> None:
+    FIRST_ASKED["later"] = token
+
+
+@workflow(name="first_of_two_asked_wf")
+async def first_of_two_asked_wf() -> tuple[int, Any]:
+    return await first(
+        hook("approve", on_created=_answer_at_once), hook("reject", on_created=_ask_later)
+    )
+
+
+async def test_an_answer_given_while_two_hooks_are_being_asked_wakes_the_run(
+    rt: Runtime, worker: Worker, exact_event_counts: EventCountCheck
+) -> None:
+    """Race closed: two writes of one execution sent at once (each hook recorded before its
+    on_created), the second reading back the first's own event as if another had written
+    it; the execution then over-counted its log, took the answer's arrival for nothing new,
+    and suspended on a hook already answered: stranded."""
+    FIRST_ASKED["rt"] = rt
+    run_id = await rt.start(first_of_two_asked_wf)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "yes"]
+    types = [e.type for e in await rt.events(run_id)]
+    assert types.count("hook.created") == 2 and types.count("hook.received") == 1
+    # every APPLY of the execution sent a count, checked (tests/runtime/conftest.py)
+    assert exact_event_counts.checked >= 3

@@ -55,10 +55,11 @@ if status == STATUS.running and tonumber(rs[2] or '0') > now and rs[5] ~= consum
   return {'busy'}
 end
 -- Numbers go to Redis as strings formatted once as integers: a Lua number given to
--- redis.call is formatted with snprintf("%.17g") on every call.
+-- redis.call is formatted with snprintf("%.17g") on every call. ('%d' is a C long, 32 bits
+-- on Windows, where the embedded store may run: a time in ms takes '%.0f'.)
 local fence = string.format('%d', tonumber(rs[10] or '0') + 1)
 local fields = {'status', STATUS.running, 'owner', consumer,
-  'lease', string.format('%d', now + lease_ms), 'msg', msg, 'fence', fence}
+  'lease', string.format('%.0f', now + lease_ms), 'msg', msg, 'fence', fence}
 if not version then  -- the run's first claim: its version is this worker's from now on
   fields[#fields + 1] = 'ver'
   fields[#fields + 1] = own_version

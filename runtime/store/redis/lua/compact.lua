@@ -23,9 +23,11 @@ for r = 0, #KEYS / 5 - 1 do
   if status and FINISHED[status] and redis.call('XLEN', events) == length
       and redis.call('HLEN', hooks) == nhooks then
     -- expires with the run's other keys (end_run set their expiry)
+    -- (as a string: a Lua number is formatted per call; '%.0f', not '%d', a C long that
+    -- is 32 bits on Windows, where the embedded store may run)
     local ttl = redis.call('PTTL', run)
     if ttl > 0 then
-      redis.call('SET', archive, ARGV[4 * r + 4], 'PX', string.format('%d', ttl))
+      redis.call('SET', archive, ARGV[4 * r + 4], 'PX', string.format('%.0f', ttl))
     else
       redis.call('SET', archive, ARGV[4 * r + 4])
     end
