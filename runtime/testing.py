@@ -33,6 +33,19 @@ def free_port() -> int:
         return port
 
 
+class PortTaken(RuntimeError):
+    """The port chosen for a server was bound by another process first."""
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+        return False
+
+
 class RedisServer:
     """A redis-server on a free loopback port (or ``port``), its files in a private
     directory; ``extra`` are more redis-server arguments (``"--appendonly", "yes"``)."""
@@ -42,7 +55,14 @@ class RedisServer:
         self.dir = Path(tempfile.mkdtemp(prefix="parley-redis-"))
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
-        self.start()
+        for attempt in range(3):
+            try:
+                self.start()
+                return
+            except PortTaken:
+                if port is not None or attempt == 2:
+                    raise
+                self.port = free_port()  # another process bound it first: take another
 
     @property
     def url(self) -> str:
@@ -68,12 +88,22 @@ class RedisServer:
         try:
             while True:
                 try:
+                    # Only this server will do: free_port()'s port is free when chosen, and
+                    # another process (a second test process) may bind it before this one.
+                    answering = int(client.info("server")["process_id"])
                     # with AOF, wait until the file has been loaded
-                    if client.ping() and client.info("persistence").get("loading", 0) == 0:
+                    if (
+                        answering == self.proc.pid
+                        and client.info("persistence").get("loading", 0) == 0
+                    ):
                         return
                 except (redis.ConnectionError, redis.BusyLoadingError):
                     pass
-                if time.monotonic() > deadline or self.proc.poll() is not None:
+                if self.proc.poll() is not None:
+                    if _port_taken(self.port):
+                        raise PortTaken(f"port {self.port} is taken by another process")
+                    raise RuntimeError(f"redis-server on {self.port} did not start")
+                if time.monotonic() > deadline:
                     raise RuntimeError(f"redis-server on {self.port} did not start")
                 time.sleep(0.02)
         finally:
