@@ -23,7 +23,14 @@ import redis
 
 from ._faults import POINTS as CRASH_POINTS
 
-__all__ = ["CRASH_POINTS", "RedisSentinels", "RedisServer", "WorkerProcess", "free_port"]
+__all__ = [
+    "CRASH_POINTS",
+    "RedisSentinels",
+    "RedisServer",
+    "WorkerProcess",
+    "free_port",
+    "port_is_free",
+]
 
 
 def free_port() -> int:
@@ -37,13 +44,14 @@ class PortTaken(RuntimeError):
     """The port chosen for a server was bound by another process first."""
 
 
-def _port_taken(port: int) -> bool:
+def port_is_free(port: int) -> bool:
+    """Whether ``port`` can be bound on the loopback now."""
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
-            return True
-        return False
+            return False
+        return True
 
 
 class RedisServer:
@@ -100,7 +108,7 @@ class RedisServer:
                 except (redis.ConnectionError, redis.BusyLoadingError):
                     pass
                 if self.proc.poll() is not None:
-                    if _port_taken(self.port):
+                    if not port_is_free(self.port):
                         raise PortTaken(f"port {self.port} is taken by another process")
                     raise RuntimeError(f"redis-server on {self.port} did not start")
                 if time.monotonic() > deadline:

@@ -4,24 +4,14 @@ One server: :class:`runtime.testing.RedisServer`; here the cluster of them."""
 from __future__ import annotations
 
 import random
-import socket
 import subprocess
 import time
 
 import redis
 
-from runtime.testing import RedisServer, free_port
+from runtime.testing import RedisServer, free_port, port_is_free
 
 __all__ = ["RedisCluster", "RedisServer", "free_cluster_port", "free_port"]
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def free_cluster_port() -> int:
@@ -29,7 +19,7 @@ def free_cluster_port() -> int:
     rng = random.Random()
     while True:
         port = rng.randrange(20000, 40000)
-        if _port_is_free(port) and _port_is_free(port + 10000):
+        if port_is_free(port) and port_is_free(port + 10000):
             return port
 
 
