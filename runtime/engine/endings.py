@@ -2,7 +2,7 @@
 
 :class:`Endings` is a base class of :class:`~runtime.engine.execution.Execution`: each end
 records its event and the session's status message in the execution's buffered writes and
-sends them with the end of the run in one fenced store call (``Execution._apply``).
+sends them with the end of the run in one fenced store call (:meth:`Writer._apply`).
 """
 
 from __future__ import annotations
@@ -15,43 +15,22 @@ import orjson
 from .. import _faults
 from .._codec import dumps, encode_value
 from ..errors import EventLimitExceeded, NondeterminismError
-from ..models import Event, EventType, RunStatus
+from ..models import EventType, RunStatus
 from ..registry import WorkflowDef
-from ..settings import Limits
-from ..store import Finish, Store, Writes
+from ..store import Finish
 from .continuing import successor_input
 from .failures import describe_error, public_error
-from .replay import ReplayIndex
 from .signals import ContinueAsNew
+from .writer import Writer
 
 log = logging.getLogger("parley.execution")  # the execution's logger, as before the split
 
 
-class Endings:
-    store: Store
-    run_id: str
+class Endings(Writer):
     workflow: WorkflowDef
     session: str | None
     parent: str | None
-    limits: Limits
-    index: ReplayIndex
-    writes: Writes
     outcome: str
-
-    def record(self, event_type: EventType, data: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def record_encoded(self, event_type: EventType, encoded: bytes, data: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    async def _apply(
-        self,
-        *,
-        suspension: Writes | None = None,
-        finish: Finish | None = None,
-        event_slack: int = 0,
-    ) -> list[Event]:
-        raise NotImplementedError
 
     async def _finish_completed(self, result: Any) -> None:
         try:

@@ -1,5 +1,6 @@
-"""One execution of a run by a worker that holds its lease: replay, buffered writes, and
-the end of the execution (suspension or finish).
+"""One execution of a run by a worker that holds its lease: replay, and the end of the
+execution (suspension or finish); its buffered writes are :mod:`.writer`'s, its ends of
+the run :mod:`.endings`'.
 
 Writes are buffered and flushed in one fenced store call at the next durable point (a
 hook's creation, a suspension, the end of the run, or before a step with side effects runs
@@ -17,16 +18,14 @@ from .. import _clock
 from .._codec import dumps, loads
 from ..errors import (
     EventLimitExceeded,
-    LeaseLost,
     NondeterminismError,
-    StoreUnavailable,
     UsageError,
 )
 from ..ids import make_token
 from ..models import WAKING_EVENTS, Event, EventType
 from ..registry import WorkflowDef
 from ..settings import Limits
-from ..store import ApplyOutcome, Claim, Finish, KnownLog, Store, Writes
+from ..store import Claim, KnownLog, Store, Writes
 from .endings import Endings
 from .failures import outage
 from .replay import Call, ReplayIndex
@@ -35,7 +34,6 @@ from .signals import (
     Abort,
     Blocked,
     ContinueAsNew,
-    Interrupted,
     ReplayEnded,
     StepScope,
     Suspend,
@@ -133,14 +131,6 @@ class Execution(Endings):
         self.owned: set[asyncio.Future[Any]] = set()  # tasks whose outcome first() takes
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
         self.writes = Writes()
-        # One APPLY at a time. Race closed: two writes of one execution in flight at once
-        # (parallel branches each flushing, e.g. two hooks asked in one turn of the loop)
-        # both sent the same `after` and event count; the second read back the first's own
-        # events as arrivals, so the execution over-counted its log, and the APPLY that
-        # skips its read when the run's count equals the execution's then missed an
-        # answer: the run suspended on a hook already answered.
-        self._writing = False
-        self._turn: asyncio.Future[None] | None = None  # awaited by writes waiting their turn
         self.refused = False  # the last suspension was refused: events had arrived
         self.flush_before_step = False
         self._step_counters: dict[str, int] = {}
@@ -266,109 +256,9 @@ class Execution(Endings):
         if self.checkpoint_reads.pop(step_id, None) is not None:
             self.writes.delete_checkpoint(step_id + READ_SUFFIX)
 
-    # buffered writes -------------------------------------------------------------------
-    def record(self, event_type: EventType, data: dict[str, Any]) -> None:
-        """Buffer an event and apply it to the index at once (replay sees our own writes)."""
-        self.index.add(event_type, data)
-        self.writes.event(event_type, dumps(data))
-
-    def record_encoded(self, event_type: EventType, encoded: bytes, data: dict[str, Any]) -> None:
-        """Like :meth:`record`, for an event whose JSON is already encoded."""
-        self.index.add(event_type, data)
-        self.writes.event(event_type, encoded)
-
     def now_ms(self) -> int:
         """The store's clock now (ms), as read when the lease was taken."""
         return self._clock_origin_ms + int((time.monotonic() - self._clock_origin_mono) * 1000)
-
-    async def flush(self) -> None:
-        if self.writes:
-            arrived = await self._apply()
-            self.flush_before_step = False
-            # Answers/expiries that landed while we ran: known now, since last_id has
-            # moved past them.
-            self.index.add_all(arrived)
-
-    async def _apply(
-        self,
-        *,
-        suspension: Writes | None = None,
-        finish: Finish | None = None,
-        event_slack: int = 0,
-    ) -> list[Event]:
-        """Send the buffered writes (with a suspension or the end of the run); returns the
-        events others appended meanwhile and sets :attr:`refused`."""
-        if self.dry_run:
-            raise ReplayEnded("the recorded history matched up to the run's next write")
-        if self._writing:
-            await self._wait_turn()
-        # (a flag, not an asyncio.Lock: the lock's coroutines cost 3 % of a worker's
-        # instructions per lifecycle, for a wait that parallel branches alone need)
-        self._writing = True
-        try:
-            return await self._apply_now(suspension, finish, event_slack)
-        finally:
-            self._writing = False
-            turn, self._turn = self._turn, None
-            if turn is not None:
-                turn.set_result(None)
-
-    async def _wait_turn(self) -> None:
-        """Wait while another write of this execution is in flight."""
-        while self._writing:
-            if self._turn is None:
-                self._turn = asyncio.get_running_loop().create_future()
-            # shielded: a waiter cancelled (a step's timeout) leaves the others waiting
-            await asyncio.shield(self._turn)
-
-    async def _apply_now(
-        self, suspension: Writes | None, finish: Finish | None, event_slack: int
-    ) -> list[Event]:
-        writes = self.writes.take()
-        if not writes and suspension is None and finish is None:
-            return []  # an APPLY that held the lock before this one sent these writes
-        try:
-            applied = await self.store.apply(
-                self.run_id,
-                self.fence,
-                self.last_id,
-                writes,
-                suspension=suspension,
-                finish=finish,
-                max_events=self.limits.max_events + event_slack,
-                retention_seconds=self.retention_seconds,
-                known_count=self.event_count,
-            )
-        except StoreUnavailable as exc:
-            # The store is unreachable: this is not the step's failure. Unwind past user
-            # code (a BaseException) and leave the task pending; it is retried after the
-            # outage.
-            raise Abort(exc) from exc
-        except asyncio.CancelledError:
-            # Interrupted mid-write (a step timeout, a cancel): whether the write happened
-            # is unknown while the index already holds it, so neither can be trusted.
-            # Start over from the log (the worker re-dispatches the task).
-            raise Abort(
-                Interrupted(
-                    "a write was interrupted; the run restarts from its log", run_id=self.run_id
-                )
-            ) from None
-        if applied.outcome is ApplyOutcome.LOST:
-            raise Abort(LeaseLost("another worker or a cancel took over", run_id=self.run_id))
-        if applied.outcome is ApplyOutcome.LIMIT:
-            raise EventLimitExceeded(
-                f"the run reached its limit of {self.limits.max_events} events",
-                run_id=self.run_id,
-            )
-        self.event_count += len(applied.arrived) + writes.event_count
-        if suspension is not None and applied.outcome is ApplyOutcome.OK:
-            self.event_count += suspension.event_count
-        if applied.last_id:
-            self.last_id = applied.last_id
-        elif applied.arrived:
-            self.last_id = applied.arrived[-1].id
-        self.refused = applied.outcome is ApplyOutcome.REFUSED
-        return applied.arrived
 
     # the execution loop ----------------------------------------------------------------
     async def run(self) -> None:
