@@ -60,7 +60,7 @@ end
 -- exactly the events the execution knows of (`known`: every append counts itself in 'nev',
 -- which the claim's replay cache relies on too): then the log is not read.
 local arrived
-if req.known ~= nil and req.known == (rs[2] or '0') then
+if req.known == (rs[2] or '0') then  -- (absent: nil, never equal)
   arrived = {}
 else
   arrived = redis.call('XRANGE', keys.events, '(' .. req.after, '+')
