@@ -107,7 +107,7 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
     # _compaction.py): its bytes are read once the runs' logs have made way for archives.
     sample = run_ids[:: max(1, n // 50)]
     await wait_for(lambda: env.all_compacted(run_ids), 60, "compactions", every=0.5)
-    s4, _ = await snap(env)
+    s4, d4 = await snap(env)
     finished_bytes = await _key_bytes(env, sample, ("run", "events", "ckpt", "hooks", "archive"))
     config = await redis_settings(env)
 
@@ -120,6 +120,9 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
         "start": Phase(s0, s1, d0, d1),
         "settled_workers": settled,
         "resume": Phase(s2, s3, d2, d3),
+        # the compactions of every run of the start, probe and resume phases: a run's work
+        # too, done after its end (the window is mostly idle: see bench/summary.py)
+        "compaction": Phase(s3, s4, d3, d4),
         "probe": probe,
         "check": check,
         "key_bytes": key_bytes,

@@ -9,7 +9,7 @@ from typing import Any
 
 from .ceiling import ceiling_rows, fraction
 from .common import Row, load_average, pcts, verdict
-from .harness import command_breakdown, delta, partitions_per_pass
+from .harness import Snapshot, command_breakdown, delta, partitions_per_pass
 from .lifecycle import REDIS_DEFAULTS, Phase, settings_text
 
 IDLE_ROUND_TRIPS = ("PIPELINE", "XREADGROUP:empty", "XAUTOCLAIM")
@@ -111,6 +111,13 @@ def summarize(
         * 1e6
     )
 
+    compaction = _compaction(raw, idle0, idle1, per_pass)
+    for label, us in compaction["cpu_us"].items():
+        if label in cpu:
+            cpu[label] += us
+    redis_cpu += compaction.get("redis_cpu_us", 0)
+    top_with_compaction = top_per + compaction["top_level_commands"]
+
     # The machine is shared: CPU the other processes used during the measured phases.
     ours = sum(cpu.values()) * n / 1e6
     busy = (start.after.machine_busy - start.before.machine_busy) + (
@@ -138,7 +145,9 @@ def summarize(
         "resume_latency_light_ms": light,
         "resume_latency_light_from_send_ms": light_sent,
         "resume_latency_under_load_ms": under_load,
-        "top_level_commands_per_lifecycle": round(top_per, 2),
+        "top_level_commands_per_lifecycle": round(top_with_compaction, 2),
+        "top_level_commands_per_lifecycle_before_compaction": round(top_per, 2),
+        "compaction_per_finished_run": compaction,
         "top_level_commands": dict(top),
         "lua_commands_per_lifecycle": round(lua_per, 2),
         "background_commands": dict(background),
@@ -185,9 +194,11 @@ def summarize(
         ("resume latency under load p50/p95/p99 ms", _p3(under_load), "1 ms resolution", ""),
         (
             "top-level Redis commands / lifecycle",
-            f"{top_per:.2f}  {dict(top)}",
+            f"{top_with_compaction:.2f} = {top_per:.2f} {dict(top)}"
+            f" + compaction {compaction['top_level_commands']:.2f}"
+            f" {compaction['top_level']}",
             "<= 8",
-            verdict(top_per <= 8.05),
+            verdict(top_with_compaction <= 8.05),
         ),
         ("commands inside Lua / lifecycle", f"{lua_per:.1f}", "", ""),
         ("client round trips / lifecycle", f"{rt_per:.2f}", "", ""),
@@ -217,6 +228,7 @@ def summarize(
         ),
         ("worker threads idle -> suspended", f"{threads_idle} -> {threads_susp}", "", ""),
         ("CPU us / lifecycle", str(result["cpu_us_per_lifecycle"]), "", ""),
+        ("  of which the compaction after the end", str(compaction["cpu_us"]), "", ""),
         (
             "  => lifecycles/s if all cores were ours",
             f"{cpu_bound:,.0f}",
@@ -241,6 +253,56 @@ def summarize(
             "--redis given: INFO commandstats/memory are server-wide, other clients count too"
         )
     return result, rows, notes
+
+
+def _compaction(
+    raw: dict[str, Any], idle0: Snapshot, idle1: Snapshot, per_pass: int
+) -> dict[str, Any]:
+    """What compacting a finished run costs, per run: its commands and the CPU of each
+    process but the driver (which only polls for the end). Runs are compacted seconds after
+    they end, in the window after the resume phase, which is mostly idle: the CPU an idle
+    window spends in as long is taken off. A probe run compacted before that window is
+    counted in the resume phase instead (its cost is then in the lifecycle figures)."""
+    phase: Phase | None = raw.get("compaction")
+    runs = max(1, int(raw.get("finished", {}).get("runs", 0)))
+    if phase is None:
+        return {"runs": 0, "top_level_commands": 0.0, "top_level": {}, "cpu_us": {}}
+    idle_wall = idle1.wall - idle0.wall
+    wall = phase.after.wall - phase.before.wall
+
+    def busy(before: float, after: float, idle_before: float, idle_after: float) -> int:
+        idle_rate = (idle_after - idle_before) / idle_wall if idle_wall > 0 else 0.0
+        return max(0, round((after - before - idle_rate * wall) / runs * 1e6))
+
+    calls = command_breakdown(phase.before, phase.after, per_pass)
+    idle = command_breakdown(idle0, idle1, per_pass)["top_level"]
+    # The compactor reads each run's log and hooks with plain XRANGE and HGETALL, which the
+    # breakdown counts as inside Lua (the claim and APPLY scripts call them); no script
+    # that calls them runs in this window (lua/compact.lua calls neither).
+    inside = calls["inside_lua"]
+    counted = {**calls["top_level"], "xrange": inside.get("xrange", 0),
+               "hgetall": inside.get("hgetall", 0)}  # fmt: skip
+    commands = {
+        name: n
+        for name, n in (
+            (name, round(n - idle.get(name, 0) * wall / idle_wall if idle_wall > 0 else n))
+            for name, n in counted.items()
+        )
+        if n > 0
+    }
+    return {
+        "runs": runs,
+        "top_level_commands": round(sum(commands.values()) / runs, 2),
+        "top_level": commands,
+        "cpu_us": {
+            label: busy(before, phase.after.cpu[label], idle0.cpu[label], idle1.cpu[label])
+            for label, before in phase.before.cpu.items()
+            if label != "driver"
+        },
+        "redis_cpu_us": busy(
+            phase.before.redis_cpu, phase.after.redis_cpu, idle0.redis_cpu, idle1.redis_cpu
+        ),
+    }
 
 
 def _finished(raw: dict[str, Any]) -> dict[str, Any]:
