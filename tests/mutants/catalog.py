@@ -53,6 +53,26 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        name="held_log_loses_event_data",
+        path="runtime/store/redis/_executions.py",
+        old='[entry_id, [b"t", op[1].encode(), b"d", op[2].encode()]]',
+        new='[entry_id, [b"t", op[1].encode(), b"d", b"{}"]]  # (mutant) data not its own',
+        tests=(
+            f"{RUNTIME_TESTS}/store/test_compaction.py"
+            "::test_history_and_hooks_read_the_same_after_compaction",
+        ),
+    ),
+    Mutant(
+        name="held_archive_refused_is_left",
+        path="runtime/store/redis/_compaction.py",
+        old="        if again:\n",
+        new="        if False:  # (mutant) a held archive the swap refused is not read again\n",
+        tests=(
+            f"{RUNTIME_TESTS}/store/test_compaction.py"
+            "::test_a_held_log_that_grew_after_the_end_is_read_and_compacted",
+        ),
+    ),
+    Mutant(
         name="fire_due_fires_nothing",
         path=f"{LUA}/fire_due.lua",
         old="redis.call('ZRANGEBYSCORE', deadlines_key, '-inf', now, 'LIMIT'",

@@ -114,7 +114,11 @@ async def _one_lifecycle(rt: Runtime, log: CommandLog, on_created: bool, n: int)
     await rt.resume_hook(pending.token, "yes")
     await worker.drain()  # claim+load, finish+ack
     log.mark(f"wait-{n}")
-    return await rt.wait(run_id, timeout=5)
+    result = await rt.wait(run_id, timeout=5)
+    log.mark(f"compaction-{n}")
+    assert await raw(rt).flush_compactions() == 1
+    log.mark(f"end-{n}")
+    return result
 
 
 @pytest.mark.parametrize("on_created", [False, True])
@@ -141,9 +145,12 @@ async def test_hitl_lifecycle_round_trips(
         "apply",  # suspend + XACK (with the hook, the deferred checkpoint and the event)
         *DRAIN_FINDS_NOTHING,
     ]
-    # (the ended run's compaction, one script per partition for all the runs that ended
-    # in a few seconds, comes later: runtime/store/redis/_compaction.py)
     assert after_answer == ["resume", *DRAIN_READS_TASK, "claim", "apply", *DRAIN_FINDS_NOTHING]
+    # The ended run's compaction comes seconds later (runtime/store/redis/_compaction.py),
+    # one script per partition for all the runs that ended meanwhile; the worker that
+    # ended the run held its log and hooks (runtime/store/redis/_held.py): none is read
+    # back.
+    assert sections["compaction-1"] == ["compact"]
 
     # start, claim+load, [persist hook,] suspend+ack, answer, claim+load, finish+ack: one
     # script each; the XREADGROUPs are batched across runs by a real worker.

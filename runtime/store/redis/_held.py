@@ -1,0 +1,111 @@
+"""The logs of the runs this process executes, entry by entry as Redis holds them, so
+that a run which ends here is archived (``._compaction``) from what the process already
+has instead of reading its log and hooks back: two commands per finished run fewer
+(``XRANGE`` and ``HGETALL``), and their replies neither sent nor parsed.
+
+A run's entries are gathered from its claims (the whole log, or the tail after what the
+process held) and from its APPLYs (the events others appended meanwhile, as the script
+read them, then the APPLY's own, with the ids the script returns). Each is checked
+against the run's own count of events; whatever does not add up (a tail with nothing
+held before it, a count that differs, a write whose outcome is unknown) drops the run,
+and its compaction then reads the log as before. Held entries are per lease (the fence):
+a zombie execution's replies cannot touch the log its successor holds. The archive's swap
+is fenced by the log's length and the hooks' count whichever way it was built
+(``lua/compact.lua``), and a held log it refuses is read and swapped again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+# [id, [b"t", type, b"d", data]]: a stream entry as XRANGE inside a script returns it
+Entry = list[Any]
+
+# Runs held, and their events in all: the bounds of the worker's replay cache
+# (runtime/engine/replay_cache.py), whose hits are the claims that return a tail only.
+HELD_RUNS = 512
+HELD_EVENTS = 200_000
+
+
+class HeldLogs:
+    """A bounded LRU of run id -> (fence, entries)."""
+
+    def __init__(self, runs: int = HELD_RUNS, events: int = HELD_EVENTS) -> None:
+        self.runs = runs
+        self.max_events = events
+        self.events = 0
+        self._logs: OrderedDict[str, tuple[str, list[Entry]]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._logs)
+
+    def claimed(
+        self, run_id: str, fence: str, entries: list[Entry], *, tail: bool, count: int
+    ) -> None:
+        """A claim's log (``tail``: the entries after the ``count - len(entries)`` the
+        process knew); ``count`` is the run's."""
+        held = self._pop(run_id)
+        if tail:
+            if held is None or len(held[1]) + len(entries) != count:
+                return
+            log = held[1]
+            log.extend(entries)
+        else:
+            if len(entries) != count:
+                return
+            log = list(entries)
+        self._keep(run_id, fence, log)
+
+    def applied(
+        self,
+        run_id: str,
+        fence: str,
+        known: int | None,
+        after: str,
+        arrived: Sequence[Entry],
+        own: Sequence[Entry],
+    ) -> None:
+        """An APPLY's reply under lease ``fence``: the execution knew ``known`` events
+        before it, up to ``after``; others appended ``arrived``, it appended ``own``."""
+        held = self._logs.get(run_id)
+        if held is None or held[0] != fence:
+            return  # another lease's, or nothing held
+        self._pop(run_id)
+        log = held[1]
+        if known is None or len(log) != known or (log and log[-1][0] != after.encode()):
+            return
+        log.extend(arrived)
+        log.extend(own)
+        self._keep(run_id, fence, log)
+
+    def take(self, run_id: str, fence: str) -> list[Entry] | None:
+        """The run's entries, no longer held (it ended), if held under ``fence``."""
+        held = self._logs.get(run_id)
+        if held is None or held[0] != fence:
+            return None
+        self._pop(run_id)
+        return held[1]
+
+    def drop(self, run_id: str, fence: str) -> None:
+        """Forget the run's entries held under ``fence`` (the write's outcome is unknown,
+        or the lease was lost)."""
+        held = self._logs.get(run_id)
+        if held is not None and held[0] == fence:
+            self._pop(run_id)
+
+    def _pop(self, run_id: str) -> tuple[str, list[Entry]] | None:
+        held = self._logs.pop(run_id, None)
+        if held is not None:
+            self.events -= len(held[1])
+        return held
+
+    def _keep(self, run_id: str, fence: str, log: list[Entry]) -> None:
+        if len(log) > self.max_events:
+            return
+        self._logs[run_id] = (fence, log)
+        self.events += len(log)
+        while len(self._logs) > self.runs or self.events > self.max_events:
+            _, (_, evicted) = self._logs.popitem(last=False)
+            self.events -= len(evicted)
