@@ -63,6 +63,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        name="held_log_own_events_before_arrivals",
+        path="runtime/store/redis/_held.py",
+        old="        log.extend(arrived)\n        log.extend(own)\n",
+        new="        log.extend(own)  # (mutant) the stream has them after what arrived\n"
+        "        log.extend(arrived)\n",
+        # (in a run, the next APPLY's check of its last id drops such a log: only an
+        # ending APPLY with arrivals would archive it, which the suite's check then finds)
+        tests=(
+            f"{RUNTIME_TESTS}/store/test_held.py::test_an_apply_adds_what_arrived_then_its_own_events",
+        ),
+    ),
+    Mutant(
         name="held_archive_refused_is_left",
         path="runtime/store/redis/_compaction.py",
         old="        if again:\n",

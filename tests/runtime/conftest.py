@@ -10,7 +10,7 @@ import redis
 
 from runtime import Runtime
 from runtime.errors import StoreUnavailable
-from runtime.store.redis import _archive
+from runtime.store.redis import _archive, _compaction
 from runtime.store.redis._calls import OUTAGE
 from runtime.store.redis._compaction import CompactionStore
 from runtime.store.redis._executions import ExecutionStore
@@ -82,10 +82,11 @@ def held_logs_match(
 ) -> Iterator[HeldLogCheck]:
     """Every archive an in-process worker built from the log it held (not read back:
     runtime/store/redis/_held.py) is checked, before its swap, against the run's log and
-    hooks as Redis has them: its events must be the log's first ones, all of it when the
-    log has no more, and its hooks the run's. The swap's fence checks only the log's length
-    and the hooks' count: an archive wrong in content would replace the log unseen.
-    Checked across every workflow these tests run; not in the tests that count commands."""
+    hooks as Redis has them: byte for byte the archive a read of them makes, or, when the
+    log grew since the end (the swap then refuses it), its first events. The swap's fence
+    checks only the log's length and the hooks' count: an archive wrong in content would
+    replace the log unseen. Checked across every workflow these tests run; not in the
+    tests that count commands."""
     check = HeldLogCheck()
     if request.node.get_closest_marker("counts_commands") is not None:
         yield check
@@ -97,16 +98,24 @@ def held_logs_match(
             args = (self._packed or {}).get(run_id)
             if args is None:
                 continue
-            events, hooks = _archive.unpack(args[3])
             try:
-                exists, log, now = await self.read_log(run_id)
+                [(entries, hooks)] = await self._read_logs([self._run(run_id)])
             except (*OUTAGE, StoreUnavailable):
                 continue
-            if not exists:
-                continue  # expired meanwhile: nothing to swap
+            if not entries:
+                continue  # expired or compacted meanwhile: nothing to swap
             check.checked += 1
-            if log[: len(events)] != events or (len(log) == len(events) and hooks != now):
-                check.wrong.append(f"{run_id}: held {events} {hooks}, the run {log} {now}")
+            if len(entries) == args[1] and len(hooks) == args[2]:
+                wrong = _compaction.swap_args(entries, hooks) != args
+            else:
+                held, _ = _archive.unpack(args[3])
+                wrong = (
+                    _archive.unpack(_compaction.swap_args(entries, hooks)[3])[0][: len(held)]
+                    != held
+                )
+            if wrong:
+                check.wrong.append(f"{run_id}: held {_archive.unpack(args[3])}, the run's "
+                                   f"{entries} {hooks}")  # fmt: skip
         return await original(self, run_ids)
 
     monkeypatch.setattr(CompactionStore, "_compact_chunk", checked)

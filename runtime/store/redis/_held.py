@@ -23,20 +23,28 @@ from typing import Any
 # [id, [b"t", type, b"d", data]]: a stream entry as XRANGE inside a script returns it
 Entry = list[Any]
 
-# Runs held, and their events in all: the bounds of the worker's replay cache
-# (runtime/engine/replay_cache.py), whose hits are the claims that return a tail only.
+# Runs held, and the bytes they take in all (an estimate: each entry's data plus what its
+# Python objects cost beside it, ~250 bytes, measured with tracemalloc). The runs are the
+# bound of the worker's replay cache (runtime/engine/replay_cache.py), whose hits are the
+# claims that return a tail only; the bytes keep long logs and large payloads from holding
+# more than that, whatever the events count.
 HELD_RUNS = 512
-HELD_EVENTS = 200_000
+HELD_BYTES = 32 * 1024 * 1024
+ENTRY_OVERHEAD = 250
+
+
+def _size(entries: Sequence[Entry]) -> int:
+    return sum(len(entry[1][3]) for entry in entries) + ENTRY_OVERHEAD * len(entries)
 
 
 class HeldLogs:
-    """A bounded LRU of run id -> (fence, entries)."""
+    """A bounded LRU of run id -> (fence, entries, their size)."""
 
-    def __init__(self, runs: int = HELD_RUNS, events: int = HELD_EVENTS) -> None:
+    def __init__(self, runs: int = HELD_RUNS, max_bytes: int = HELD_BYTES) -> None:
         self.runs = runs
-        self.max_events = events
-        self.events = 0
-        self._logs: OrderedDict[str, tuple[str, list[Entry]]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._logs: OrderedDict[str, tuple[str, list[Entry], int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._logs)
@@ -50,13 +58,13 @@ class HeldLogs:
         if tail:
             if held is None or len(held[1]) + len(entries) != count:
                 return
-            log = held[1]
+            log, size = held[1], held[2]
             log.extend(entries)
         else:
             if len(entries) != count:
                 return
-            log = list(entries)
-        self._keep(run_id, fence, log)
+            log, size = list(entries), 0
+        self._keep(run_id, fence, log, size + _size(entries))
 
     def applied(
         self,
@@ -78,7 +86,7 @@ class HeldLogs:
             return
         log.extend(arrived)
         log.extend(own)
-        self._keep(run_id, fence, log)
+        self._keep(run_id, fence, log, held[2] + _size(arrived) + _size(own))
 
     def take(self, run_id: str, fence: str) -> list[Entry] | None:
         """The run's entries, no longer held (it ended), if held under ``fence``."""
@@ -95,17 +103,17 @@ class HeldLogs:
         if held is not None and held[0] == fence:
             self._pop(run_id)
 
-    def _pop(self, run_id: str) -> tuple[str, list[Entry]] | None:
+    def _pop(self, run_id: str) -> tuple[str, list[Entry], int] | None:
         held = self._logs.pop(run_id, None)
         if held is not None:
-            self.events -= len(held[1])
+            self.bytes -= held[2]
         return held
 
-    def _keep(self, run_id: str, fence: str, log: list[Entry]) -> None:
-        if len(log) > self.max_events:
+    def _keep(self, run_id: str, fence: str, log: list[Entry], size: int) -> None:
+        if size > self.max_bytes:
             return
-        self._logs[run_id] = (fence, log)
-        self.events += len(log)
-        while len(self._logs) > self.runs or self.events > self.max_events:
-            _, (_, evicted) = self._logs.popitem(last=False)
-            self.events -= len(evicted)
+        self._logs[run_id] = (fence, log, size)
+        self.bytes += size
+        while len(self._logs) > self.runs or self.bytes > self.max_bytes:
+            _, (_, _, evicted) = self._logs.popitem(last=False)
+            self.bytes -= evicted

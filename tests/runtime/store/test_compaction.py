@@ -23,6 +23,7 @@ from runtime.models import Event, HookStatus, RunStatus
 from runtime.store.redis import RedisStore, _compaction
 from tests.helpers import running
 from tests.raw_redis import raw
+from tests.runtime.conftest import HeldLogCheck
 
 # orjson.dumps({"state": "x" * 88}) is 100 bytes: the checkpoint of bench/app.py
 CHECKPOINT = {"state": "x" * 88}
@@ -98,7 +99,9 @@ async def test_suspended_log_is_stored_at_its_used_size(redis_url: str) -> None:
         assert len(await rt.events(run_id)) == 4
 
 
-async def test_history_and_hooks_read_the_same_after_compaction(rt: Runtime) -> None:
+async def test_history_and_hooks_read_the_same_after_compaction(
+    rt: Runtime, held_logs_match: HeldLogCheck
+) -> None:
     """Everything a reader saw of the run before it ended is still there, the same, after
     it was compacted; and an answer to a hook of the compacted run gets the outcome it
     got before (duplicate, conflict, finished)."""
@@ -118,6 +121,7 @@ async def test_history_and_hooks_read_the_same_after_compaction(rt: Runtime) -> 
     after = await rt.events(run_id)
     assert after is not None and before is not None
     assert after == logged and after[: len(before)] == before
+    assert held_logs_match.checked == 1  # archived from the log the worker held
     assert [e.type for e in after[len(before) :]] == [
         "hook.received",
         "step.completed",
