@@ -53,38 +53,6 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
-        name="held_log_loses_event_data",
-        path="runtime/store/redis/_executions.py",
-        old='[entry_id, [b"t", op[1].encode(), b"d", op[2].encode()]]',
-        new='[entry_id, [b"t", op[1].encode(), b"d", b"{}"]]  # (mutant) data not its own',
-        tests=(
-            f"{RUNTIME_TESTS}/store/test_compaction.py"
-            "::test_history_and_hooks_read_the_same_after_compaction",
-        ),
-    ),
-    Mutant(
-        name="held_log_own_events_before_arrivals",
-        path="runtime/store/redis/_held.py",
-        old="        log.extend(arrived)\n        log.extend(own)\n",
-        new="        log.extend(own)  # (mutant) the stream has them after what arrived\n"
-        "        log.extend(arrived)\n",
-        # (in a run, the next APPLY's check of its last id drops such a log: only an
-        # ending APPLY with arrivals would archive it, which the suite's check then finds)
-        tests=(
-            f"{RUNTIME_TESTS}/store/test_held.py::test_an_apply_adds_what_arrived_then_its_own_events",
-        ),
-    ),
-    Mutant(
-        name="held_archive_refused_is_left",
-        path="runtime/store/redis/_compaction.py",
-        old="        if again:\n",
-        new="        if False:  # (mutant) a held archive the swap refused is not read again\n",
-        tests=(
-            f"{RUNTIME_TESTS}/store/test_compaction.py"
-            "::test_a_held_log_that_grew_after_the_end_is_read_and_compacted",
-        ),
-    ),
-    Mutant(
         name="fire_due_fires_nothing",
         path=f"{LUA}/fire_due.lua",
         old="redis.call('ZRANGEBYSCORE', deadlines_key, '-inf', now, 'LIMIT'",

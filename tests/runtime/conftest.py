@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -10,9 +10,7 @@ import redis
 
 from runtime import Runtime
 from runtime.errors import StoreUnavailable
-from runtime.store.redis import _archive, _compaction
 from runtime.store.redis._calls import OUTAGE
-from runtime.store.redis._compaction import CompactionStore
 from runtime.store.redis._executions import ExecutionStore
 from tests.processes import PARTITIONS, WorkerProcess
 
@@ -66,61 +64,6 @@ def exact_event_counts(
     monkeypatch.setattr(ExecutionStore, "apply", checked)
     yield check
     assert not check.drifted, check.drifted
-
-
-class HeldLogCheck:
-    """What :func:`held_logs_match` checked in one test."""
-
-    def __init__(self) -> None:
-        self.checked = 0
-        self.wrong: list[str] = []
-
-
-@pytest.fixture(autouse=True)
-def held_logs_match(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[HeldLogCheck]:
-    """Every archive an in-process worker built from the log it held (not read back:
-    runtime/store/redis/_held.py) is checked, before its swap, against the run's log and
-    hooks as Redis has them: byte for byte the archive a read of them makes, or, when the
-    log grew since the end (the swap then refuses it), its first events. The swap's fence
-    checks only the log's length and the hooks' count: an archive wrong in content would
-    replace the log unseen. Checked across every workflow these tests run; not in the
-    tests that count commands."""
-    check = HeldLogCheck()
-    if request.node.get_closest_marker("counts_commands") is not None:
-        yield check
-        return
-    original = CompactionStore._compact_chunk
-
-    async def checked(self: CompactionStore, run_ids: Sequence[str]) -> int:
-        for run_id in run_ids:
-            args = (self._packed or {}).get(run_id)
-            if args is None:
-                continue
-            try:
-                [(entries, hooks)] = await self._read_logs([self._run(run_id)])
-            except (*OUTAGE, StoreUnavailable):
-                continue
-            if not entries:
-                continue  # expired or compacted meanwhile: nothing to swap
-            check.checked += 1
-            if len(entries) == args[1] and len(hooks) == args[2]:
-                wrong = _compaction.swap_args(entries, hooks) != args
-            else:
-                held, _ = _archive.unpack(args[3])
-                wrong = (
-                    _archive.unpack(_compaction.swap_args(entries, hooks)[3])[0][: len(held)]
-                    != held
-                )
-            if wrong:
-                check.wrong.append(f"{run_id}: held {_archive.unpack(args[3])}, the run's "
-                                   f"{entries} {hooks}")  # fmt: skip
-        return await original(self, run_ids)
-
-    monkeypatch.setattr(CompactionStore, "_compact_chunk", checked)
-    yield check
-    assert not check.wrong, check.wrong
 
 
 @pytest.fixture

@@ -146,11 +146,10 @@ async def test_hitl_lifecycle_round_trips(
         *DRAIN_FINDS_NOTHING,
     ]
     assert after_answer == ["resume", *DRAIN_READS_TASK, "claim", "apply", *DRAIN_FINDS_NOTHING]
-    # The ended run's compaction comes seconds later (runtime/store/redis/_compaction.py),
-    # one script per partition for all the runs that ended meanwhile; the worker that
-    # ended the run held its log and hooks (runtime/store/redis/_held.py): none is read
-    # back.
-    assert sections["compaction-1"] == ["compact"]
+    # The ended run's compaction comes seconds later (runtime/store/redis/_compaction.py):
+    # one script per partition reads the logs and hooks of all the runs that ended
+    # meanwhile, one swaps their archives in; nothing per run.
+    assert sections["compaction-1"] == ["compact_read", "compact"]
 
     # start, claim+load, [persist hook,] suspend+ack, answer, claim+load, finish+ack: one
     # script each; the XREADGROUPs are batched across runs by a real worker.

@@ -31,22 +31,12 @@ from . import _decode, _keys, _records
 from ._batch import Packed
 from ._calls import store_call
 from ._compaction import CompactionStore
-from ._held import Entry, HeldLogs
 
 log = logging.getLogger("parley.store")
 
 
 class ExecutionStore(CompactionStore):
     """The executions part of :class:`~runtime.store.redis.RedisStore`."""
-
-    _held_logs: HeldLogs | None = None
-
-    @property
-    def held_logs(self) -> HeldLogs:
-        """The logs of the runs this process executes (``._held``)."""
-        if self._held_logs is None:
-            self._held_logs = HeldLogs()
-        return self._held_logs
 
     async def _repair_groups(self, exc: ResponseError) -> StoreReset:
         """A task stream without its consumer group: Redis lost its state. Re-create the
@@ -178,20 +168,17 @@ class ExecutionStore(CompactionStore):
             return Claim(ClaimStatus.BUSY)
         if reply[0] == b"parked":
             return Claim(ClaimStatus.PARKED)
-        fence_id, workflow, session, entries, checkpoints, parent, mode, count, gen = reply[1:10]
-        fence = fence_id.decode()
-        tail = mode == b"tail"
-        self.held_logs.claimed(task.run_id, fence, entries, tail=tail, count=int(count))
+        fence, workflow, session, entries, checkpoints, parent, mode, count, gen = reply[1:10]
         return Claim(
             ClaimStatus.OK,
-            fence=fence,
+            fence=fence.decode(),
             workflow=workflow.decode(),
             session=session.decode() or None,
             events=_decode.events(entries),
             checkpoints=_decode.flat_hash(checkpoints),
             parent=parent.decode() or None,
             now_ms=now,
-            tail=tail,
+            tail=mode == b"tail",
             count=int(count),
             generation=gen.decode(),
         )
@@ -228,30 +215,14 @@ class ExecutionStore(CompactionStore):
             request["finish"] = {"status": finish.status.value, "value": finish.value.decode()}
             if finish.notify is not None:
                 request["finish"]["notify"] = finish.notify.decode()
-        held = self.held_logs
-        try:
-            reply = await self.scripts.apply(keys=keys.declared, args=[orjson.dumps(request)])
-        except BaseException:
-            held.drop(run_id, fence)  # applied or not: unknown
-            raise
+        reply = await self.scripts.apply(keys=keys.declared, args=[orjson.dumps(request)])
         kind = reply[0]
-        if kind == b"lost" or kind == b"limit":
-            held.drop(run_id, fence)
-            return Applied(ApplyOutcome.LOST if kind == b"lost" else ApplyOutcome.LIMIT)
-        own = _own_entries(writes, suspension if kind == b"ok" else None, reply[3])
-        if own is None:
-            held.drop(run_id, fence)
-        else:
-            held.applied(run_id, fence, known_count, after, reply[2], own)
+        if kind == b"lost":
+            return Applied(ApplyOutcome.LOST)
+        if kind == b"limit":
+            return Applied(ApplyOutcome.LIMIT)
         if finish is not None and finish.status in FINISHED_STATUSES:  # the run ended
-            entries = held.take(run_id, fence)
-            hooks = reply[4]
-            self._compact_later(
-                run_id,
-                None
-                if entries is None
-                else (entries, dict(zip(hooks[::2], hooks[1::2], strict=True))),
-            )
+            self._compact_later(run_id)
         return Applied(
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
             last_id=reply[1].decode() or None,
@@ -326,22 +297,6 @@ class ExecutionStore(CompactionStore):
                     _decode.text(msg_id), int(fields[b"due"])
                 )
         return notices
-
-
-def _own_entries(
-    writes: Writes, suspension: Writes | None, ids: Sequence[bytes]
-) -> list[Entry] | None:
-    """The events an APPLY appended, as the stream holds them (``ids``: their ids, from the
-    script; the suspension's only when it was applied), or None if the ids do not match."""
-    events = [op for op in writes.ops if op[0] == "event"]
-    if suspension is not None:
-        events += [op for op in suspension.ops if op[0] == "event"]
-    if len(events) != len(ids):
-        return None
-    return [
-        [entry_id, [b"t", op[1].encode(), b"d", op[2].encode()]]
-        for entry_id, op in zip(ids, events, strict=True)
-    ]
 
 
 @functools.lru_cache(maxsize=64)

@@ -36,6 +36,7 @@ NAMES = (
     "send",
     "post",
     "compact",
+    "compact_read",
     "reclaim",
 )
 

@@ -22,10 +22,7 @@
 --   now, retention and known are strings: passed on to Redis as they are (a Lua number
 --   given to redis.call is formatted with snprintf on every call).
 --   Ops are arrays built by runtime/store/redis/__init__.py from runtime/store/writes.py.
--- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events,
---   the ids of the events of `writes` and `suspension` appended, in order (and, when the
---   run ended, its hooks hash: the worker builds its archive from what it holds,
---   runtime/store/redis/_held.py)}.
+-- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events}.
 local keys = run_keys()
 local req = cjson.decode(ARGV[1])
 
@@ -93,13 +90,11 @@ if session == '' then session = false end
 local outbox = session and key_outbox(keys.prefix, session)
 
 local last = ''
-local own = {}
 local function apply(ops)
   for _, op in ipairs(ops) do
     local kind = op[1]
     if kind == 'event' then
       last = append(op[2], op[3])
-      own[#own + 1] = last
     elseif kind == 'checkpoint' then
       redis.call('HSET', keys.ckpt, op[2], op[3])
     elseif kind == 'uncheckpoint' then
@@ -212,7 +207,7 @@ end
 apply(writes)
 if refused or not (suspension or finish) then
   if appended > 0 then redis.call('HSET', keys.run, event_count()) end
-  return {refused and 'refused' or 'ok', last, arrived, own}
+  return {refused and 'refused' or 'ok', last, arrived}
 end
 if suspension then apply(suspension) end
 
@@ -233,7 +228,5 @@ else
   redis.call('HINCRBY', keys.stats, finish.status, '1')
   if finish.notify then child_ended(keys.prefix, keys.run, finish.notify) end
   end_run(keys.prefix, keys.run_id, keys, session, req.retention, run_tags, req.now)
-  -- as end_run left them: an ended run's hooks no longer change (lua/compact.lua)
-  return {'ok', last, arrived, own, redis.call('HGETALL', keys.hooks)}
 end
-return {'ok', last, arrived, own}
+return {'ok', last, arrived}

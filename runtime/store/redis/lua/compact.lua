@@ -12,14 +12,13 @@
 -- ended.)
 -- KEYS: per run (all in one partition): its hash, events, hooks, checkpoints, archive.
 -- ARGV: per run: the log's last id, its length, the hooks hash's field count, the blob.
--- Returns, run by run, 1 if it was compacted, else 0.
-local done = {}
+-- Returns how many runs were compacted.
+local done = 0
 for r = 0, #KEYS / 5 - 1 do
   local run, events, hooks, ckpt, archive = KEYS[5 * r + 1], KEYS[5 * r + 2], KEYS[5 * r + 3],
     KEYS[5 * r + 4], KEYS[5 * r + 5]
   local last_id, length, nhooks = ARGV[4 * r + 1], tonumber(ARGV[4 * r + 2]),
     tonumber(ARGV[4 * r + 3])
-  done[r + 1] = 0
   local status = redis.call('HGET', run, 'status')
   if status and FINISHED[status] and redis.call('XLEN', events) == length
       and redis.call('HLEN', hooks) == nhooks then
@@ -35,7 +34,7 @@ for r = 0, #KEYS / 5 - 1 do
     -- what lua/wait_state.lua reports as the run's last event id once the stream is gone
     redis.call('HSET', run, 'last', last_id)
     redis.call('DEL', events, hooks, ckpt)
-    done[r + 1] = 1
+    done = done + 1
   end
 end
 return done
