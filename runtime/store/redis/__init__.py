@@ -80,7 +80,6 @@ class Scripts:
     wait_state: Script
     post: Script
     compact: Script
-    compact_read: Script
     reclaim: Script
 
 

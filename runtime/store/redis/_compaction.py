@@ -6,14 +6,14 @@ A run is compacted :data:`COMPACT_DELAY_SECONDS` (up to :data:`COMPACT_BATCH_SEC
 more) after it ended, not at once: whoever follows a run by blocking on its event stream
 (``Runtime.wait``, a console, a benchmark's probe) issues its read moments after it last
 saw the run running; once the stream is gone, such a read would block for its whole
-timeout instead of returning the run's last event. The delay also lets one script call
-per partition read (``lua/compact_read.lua``), and one swap, every run that ended
-meanwhile, all in two round trips: two commands per partition, where an XRANGE and an
-HGETALL per run were two per lifecycle (bench.hitl: 9.43 -> 7.3 Redis commands per
-lifecycle, compaction counted). The process
+timeout instead of returning the run's last event. The delay also lets one round trip
+read, and one script call per partition swap, every run that ended meanwhile: the process
 that ended a run holds only its id until then, and the blob is built then, off the path of
 the executions (an ending script that returned the log cost Redis more, in Lua tables,
-than a plain XRANGE later, and its worker the blob at once).
+than a plain XRANGE later, and its worker the blob at once). The read costs a lifecycle two
+commands; sparing them was measured twice and dropped (bench/README.md, 2026-12-01 day):
+an archive built from the log the ending worker held cost the worker more CPU than the
+read, and a read script cost Redis 10 % more instructions per lifecycle.
 A process that stops first compacts what it holds (:meth:`close`), and one that dies leaves
 its runs as they were: bigger, but read the same way."""
 
@@ -167,25 +167,32 @@ class CompactionStore(StorePart):
         return await self._swap(batch) if batch else 0
 
     async def _read_logs(self, runs: Sequence[_keys.RunKeys]) -> list[tuple[Any, Any]]:
-        """Each run's log (its entries as XRANGE inside a script returns them) and hooks
-        (a dict): one ``compact_read`` script per partition, all in one round trip."""
-        by_partition: dict[int, list[int]] = defaultdict(list)
-        for i, keys in enumerate(runs):
-            by_partition[keys.partition].append(i)
-        replies = await asyncio.gather(
-            *(
-                self.scripts.compact_read(
-                    keys=[key for i in places for key in (runs[i].events, runs[i].hooks)],
-                    args=[],
-                )
-                for places in by_partition.values()
-            )
-        )
-        read: list[tuple[Any, Any]] = [([], {})] * len(runs)
-        for places, per_run in zip(by_partition.values(), replies, strict=True):
-            for i, (entries, hooks) in zip(places, per_run, strict=True):
-                read[i] = (entries, dict(zip(hooks[::2], hooks[1::2], strict=True)))
-        return read
+        """Each run's XRANGE reply as Redis sends it and its hooks hash (a dict, as RESP3's
+        map arrives)."""
+        if not self.is_cluster:
+            commands: list[tuple[str, ...]] = []
+            for keys in runs:
+                commands += [("XRANGE", keys.events, "-", "+"), ("HGETALL", keys.hooks)]
+            raw: list[Any] = await self.scripts.batcher.commands(commands)
+            for reply in raw:
+                if isinstance(reply, Exception):
+                    raise reply
+            # a hash is a map in RESP3, a flat array in RESP2
+            return [
+                (entries, h if isinstance(h, dict) else dict(zip(h[::2], h[1::2], strict=True)))
+                for entries, h in zip(raw[::2], raw[1::2], strict=True)
+            ]
+        # Redis Cluster: its pipeline sends each node its own part; redis-py's stream
+        # entries are made into Redis' form again
+        async with self.client.pipeline(transaction=False) as pipe:
+            for keys in runs:
+                pipe.xrange(keys.events)
+                pipe.hgetall(keys.hooks)
+            parsed = await pipe.execute()
+        return [
+            ([(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream], hash_)
+            for stream, hash_ in zip(parsed[::2], parsed[1::2], strict=True)
+        ]
 
     async def compact_ended(self) -> int:
         """Compact every ended run that still has its stream (its process stopped within

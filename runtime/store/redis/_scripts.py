@@ -36,7 +36,6 @@ NAMES = (
     "send",
     "post",
     "compact",
-    "compact_read",
     "reclaim",
 )
 
