@@ -17,9 +17,10 @@ from ..worker import Worker
 from .ops import add_allow_memory, embedded_store_refused
 
 # Container allocations between two young collections in a worker process (CPython's
-# default: 700). bench.instructions, per HITL lifecycle: 1.62 M instructions at the default,
-# 1.51-1.54 M at 20,000 to 100,000. The cost is memory: cyclic garbage lives up to that
-# many allocations longer (a few MB at most).
+# default: 700; CPython 3.11 counts allocations less deallocations, and at this threshold
+# a whole bench run made no collection). bench.instructions, per HITL lifecycle: 1.62 M
+# instructions at the default, 1.51-1.54 M at 20,000 to 100,000. The cost is memory:
+# cyclic garbage lives up to that many allocations longer (a few MB at most).
 YOUNG_COLLECTION_EVERY = 50_000
 
 
