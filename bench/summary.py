@@ -121,15 +121,14 @@ def summarize(
     # (compaction's window is not in that figure: it is mostly idle, its CPU estimated)
     compaction = _compaction(raw, idle0, idle1, per_pass)
     for label, us in compaction["cpu_us"].items():
-        if label in cpu:
-            cpu[label] += us
-    redis_cpu += compaction.get("redis_cpu_us", 0)
+        cpu[label] += us
+    redis_cpu += compaction["redis_cpu_us"]
     top_with_compaction = top_per + compaction["top_level_commands"]
     per_lifecycle_cpu = sum(cpu.values())  # driver + workers + redis, microseconds
     cpu_bound = _cpus() / per_lifecycle_cpu * 1e6 if per_lifecycle_cpu else 0.0
     e2e_target = 1500.0 if args.workers >= 2 else 900.0
     # (with a finished run's compaction: lua/compact.lua's commands)
-    lua_per = sum(lua.values()) / n + compaction.get("inside_lua_commands", 0.0)
+    lua_per = sum(lua.values()) / n + compaction["inside_lua_commands"]
     result: dict[str, Any] = {
         "bench": "hitl",
         "mode": args.mode,
@@ -261,19 +260,18 @@ def _compaction(
 ) -> dict[str, Any]:
     """What compacting a finished run costs, per run: its commands and the CPU of each
     process but the driver (which only polls for the end). Runs are compacted seconds after
-    they end, in the window after the resume phase, which is mostly idle: the CPU an idle
+    they end, in the window after the resume phase, which is mostly idle: what an idle
     window spends in as long is taken off. A probe run compacted before that window is
     counted in the resume phase instead (its cost is then in the lifecycle figures)."""
-    phase: Phase | None = raw.get("compaction")
-    runs = max(1, int(raw.get("finished", {}).get("runs", 0)))
-    if phase is None:
-        return {"runs": 0, "top_level_commands": 0.0, "top_level": {}, "cpu_us": {}}
+    phase: Phase = raw["compaction"]
+    runs = max(1, int(raw["finished"]["runs"]))
     idle_wall = idle1.wall - idle0.wall
-    wall = phase.after.wall - phase.before.wall
+    share = (phase.after.wall - phase.before.wall) / idle_wall if idle_wall > 0 else 0.0
 
     def busy(before: float, after: float, idle_before: float, idle_after: float) -> int:
-        idle_rate = (idle_after - idle_before) / idle_wall if idle_wall > 0 else 0.0
-        return max(0, round((after - before - idle_rate * wall) / runs * 1e6))
+        """CPU µs per run, less an idle window's share."""
+        used = after - before - (idle_after - idle_before) * share
+        return max(0, round(used / runs * 1e6))
 
     calls = command_breakdown(phase.before, phase.after, per_pass)
     idle = command_breakdown(idle0, idle1, per_pass)["top_level"]
@@ -283,14 +281,8 @@ def _compaction(
     inside = dict(calls["inside_lua"])
     counted = {**calls["top_level"], "xrange": inside.pop("xrange", 0),
                "hgetall": inside.pop("hgetall", 0)}  # fmt: skip
-    commands = {
-        name: n
-        for name, n in (
-            (name, round(n - idle.get(name, 0) * wall / idle_wall if idle_wall > 0 else n))
-            for name, n in counted.items()
-        )
-        if n > 0
-    }
+    less_idle = {name: round(n - idle.get(name, 0) * share) for name, n in counted.items()}
+    commands = {name: n for name, n in less_idle.items() if n > 0}
     return {
         "runs": runs,
         "top_level_commands": round(sum(commands.values()) / runs, 2),
