@@ -107,11 +107,10 @@ class RedisServer:
                         return
                 except (redis.ConnectionError, redis.BusyLoadingError):
                     pass
-                if self.proc.poll() is not None:
-                    if not port_is_free(self.port):
-                        raise PortTaken(f"port {self.port} is taken by another process")
-                    raise RuntimeError(f"redis-server on {self.port} did not start")
-                if time.monotonic() > deadline:
+                exited = self.proc.poll() is not None
+                if exited and not port_is_free(self.port):
+                    raise PortTaken(f"port {self.port} is taken by another process")
+                if exited or time.monotonic() > deadline:
                     raise RuntimeError(f"redis-server on {self.port} did not start")
                 time.sleep(0.02)
         finally:
