@@ -275,13 +275,12 @@ def _compaction(
 
     calls = command_breakdown(phase.before, phase.after, per_pass)
     idle = command_breakdown(idle0, idle1, per_pass)["top_level"]
-    # The compactor reads each run's log and hooks with plain XRANGE and HGETALL, which the
-    # breakdown counts as inside Lua (the claim and APPLY scripts call them); no script
-    # that calls them runs in this window (lua/compact.lua calls neither).
+    # The compactor's commands: an XREAD of a partition's streams and two scripts
+    # (lua/read_hooks.lua, lua/compact.lua) per partition's runs that ended together.
     inside = dict(calls["inside_lua"])
-    counted = {**calls["top_level"], "xrange": inside.pop("xrange", 0),
-               "hgetall": inside.pop("hgetall", 0)}  # fmt: skip
-    less_idle = {name: round(n - idle.get(name, 0) * share) for name, n in counted.items()}
+    less_idle = {
+        name: round(n - idle.get(name, 0) * share) for name, n in calls["top_level"].items()
+    }
     commands = {name: n for name, n in less_idle.items() if n > 0}
     return {
         "runs": runs,

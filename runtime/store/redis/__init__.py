@@ -80,6 +80,7 @@ class Scripts:
     wait_state: Script
     post: Script
     compact: Script
+    read_hooks: Script
     reclaim: Script
 
 

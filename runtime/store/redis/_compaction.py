@@ -6,14 +6,17 @@ A run is compacted :data:`COMPACT_DELAY_SECONDS` (up to :data:`COMPACT_BATCH_SEC
 more) after it ended, not at once: whoever follows a run by blocking on its event stream
 (``Runtime.wait``, a console, a benchmark's probe) issues its read moments after it last
 saw the run running; once the stream is gone, such a read would block for its whole
-timeout instead of returning the run's last event. The delay also lets one round trip
-read, and one script call per partition swap, every run that ended meanwhile: the process
-that ended a run holds only its id until then, and the blob is built then, off the path of
-the executions (an ending script that returned the log cost Redis more, in Lua tables,
-than a plain XRANGE later, and its worker the blob at once). The read costs a lifecycle two
-commands; sparing them was measured twice and dropped (bench/README.md, 2026-12-01 day):
-an archive built from the log the ending worker held cost the worker more CPU than the
-read, and a read script cost Redis 10 % more instructions per lifecycle.
+timeout instead of returning the run's last event. The delay also lets the runs of a
+partition that ended meanwhile go together: their logs are read with one XREAD of all their
+streams and their hooks with one script call (``lua/read_hooks.lua``), and one script call
+swaps them all, so a run's compaction costs a few hundredths of a command under load (three
+commands for a partition's lone run). The process that ended a run holds only its id until
+then, and the blob is built then, off the path of the executions. Three other reads were
+measured and dropped (bench/README.md): an ending script that returned the log (Lua tables
+cost Redis more than a plain read), an archive built from the log the ending worker held
+(more worker CPU than the read), and a script reading the logs too (Lua converted every
+entry twice: +10 % of Redis' instructions per lifecycle); until 2026-12-01 the read was an
+XRANGE and an HGETALL per run, two commands a lifecycle.
 A process that stops first compacts what it holds (:meth:`close`), and one that dies leaves
 its runs as they were: bigger, but read the same way."""
 
@@ -48,23 +51,28 @@ def archive_key(keys: _keys.RunKeys) -> str:
 
 _ENDED = {status.value.encode() for status in FINISHED_STATUSES}
 
-# a run to compact: its keys and its ARGV for lua/compact.lua
-_Swap = tuple[_keys.RunKeys, list[Any]]
-
-# runs read (and then swapped) per round trip; their replies arrive under one timeout
-_READ_CHUNK = 100
+# runs per unit: one partition's, read with one XREAD and one lua/read_hooks.lua call and
+# swapped with one lua/compact.lua call
+_UNIT_RUNS = 100
+# runs per round: its units are read in one round trip (their replies arrive under one
+# timeout) and swapped in one more
+_ROUND_RUNS = 500
 # blobs built per turn of the event loop
 _PACKS_PER_TURN = 16
 
 
 def swap_args(entries: Sequence[Any], hooks: Mapping[bytes, bytes]) -> list[Any]:
     """lua/compact.lua's ARGV for one run: the log's last id, its length, the hooks'
-    count (its fence) and the blob, from the log and hooks read (:meth:`_read_logs`)."""
+    count (its fence) and the blob, from the log and hooks read (:meth:`_read_units`)."""
     return [entries[-1][0], len(entries), len(hooks), _archive.pack(entries, hooks)]
 
 
-def _chunks(run_ids: Sequence[str]) -> list[Sequence[str]]:
-    return [run_ids[i : i + _READ_CHUNK] for i in range(0, len(run_ids), _READ_CHUNK)]
+def _as_dict(flat: Sequence[Any]) -> dict[Any, Any]:
+    """A flat ``[field, value, ...]`` reply as a dict (HGETALL's form in RESP2 and in Lua;
+    RESP3 sends a map, which stays one)."""
+    if isinstance(flat, dict):
+        return flat
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 class CompactionStore(StorePart):
@@ -102,34 +110,42 @@ class CompactionStore(StorePart):
             await self._compact_best_effort(batch)
 
     async def _compact_best_effort(self, run_ids: Sequence[str]) -> int:
-        """:meth:`compact`, for runs whose compaction nobody waits for, chunk by chunk: the
+        """:meth:`compact`, for runs whose compaction nobody waits for, round by round: the
         runs have ended whatever happens here, and one left uncompacted is read the same way
         (``parley runs compact`` finds it later). Nothing it raises may end the compactor:
         the runs that end after it would never be compacted."""
         compacted = 0
-        for chunk in _chunks(run_ids):
+        for units in self._rounds(run_ids):
             try:
-                compacted += await self._compact_chunk(chunk)
+                compacted += await self._compact_round(units)
             except Exception as exc:
                 log.warning(
                     "%d ended runs were not compacted (%s): they stay readable",
-                    len(chunk),
+                    sum(map(len, units)),
                     exc,
                     exc_info=not isinstance(exc, ParleyError | RedisError | OSError),
                 )
         return compacted
 
-    async def _swap(self, batch: Sequence[_Swap]) -> int:
-        """One script call per partition; returns how many runs were swapped."""
-        by_partition: dict[int, tuple[list[str], list[Any]]] = defaultdict(lambda: ([], []))
-        for keys, args in batch:
-            names, argv = by_partition[keys.partition]
-            names += [keys.run, keys.events, keys.hooks, keys.ckpt, archive_key(keys)]
-            argv += args
-        done = await asyncio.gather(
-            *(self.scripts.compact(keys=k, args=a) for k, a in by_partition.values())
-        )
-        return sum(int(n) for n in done)
+    def _rounds(self, run_ids: Sequence[str]) -> list[list[list[_keys.RunKeys]]]:
+        """These runs' keys by partition, in units of at most :data:`_UNIT_RUNS`, the units
+        in rounds of at most :data:`_ROUND_RUNS` runs. A unit's read and swap cost three
+        commands whatever the number of its runs, so the runs of a partition go together."""
+        by_partition: dict[int, list[_keys.RunKeys]] = defaultdict(list)
+        for run_id in run_ids:
+            keys = self._run(run_id)
+            by_partition[keys.partition].append(keys)
+        rounds: list[list[list[_keys.RunKeys]]] = [[]]
+        in_round = 0
+        for runs in by_partition.values():
+            for i in range(0, len(runs), _UNIT_RUNS):
+                unit = runs[i : i + _UNIT_RUNS]
+                if in_round + len(unit) > _ROUND_RUNS:
+                    rounds.append([])
+                    in_round = 0
+                rounds[-1].append(unit)
+                in_round += len(unit)
+        return rounds if rounds[0] else []
 
     async def flush_compactions(self) -> int:
         """Compact now every run this process holds for later; returns how many were."""
@@ -143,55 +159,90 @@ class CompactionStore(StorePart):
 
     async def compact(self, run_ids: Sequence[str], *, later: bool = False) -> int:
         """Compact these ended runs, now (or ``later``: after the delay), reading their logs
-        and hooks first, one round trip per :data:`_READ_CHUNK` runs; runs not ended,
-        already compacted, or changed meanwhile are left as they are. Returns how many were
+        and hooks first, a round trip per :data:`_ROUND_RUNS`; runs not ended, already
+        compacted, or changed meanwhile are left as they are. Returns how many were
         compacted now."""
         if later:
             for run_id in run_ids:
                 self._compact_later(run_id)
             return 0
-        return sum([await self._compact_chunk(chunk) for chunk in _chunks(run_ids)])
+        return sum([await self._compact_round(units) for units in self._rounds(run_ids)])
 
-    async def _compact_chunk(self, run_ids: Sequence[str]) -> int:
-        """Read, pack and swap these runs (at most :data:`_READ_CHUNK`): one round trip to
-        read, one to swap."""
-        runs = [self._run(run_id) for run_id in run_ids]
+    async def _compact_round(self, units: Sequence[Sequence[_keys.RunKeys]]) -> int:
+        """Read, pack and swap these units of runs: one round trip to read them all, one
+        script call per unit to swap (sent together)."""
         # not one atomic read: the swap's fence finds out if a run changed in between
-        batch: list[_Swap] = []
-        for keys, (entries, hooks) in zip(runs, await self._read_logs(runs), strict=True):
-            if entries:  # none: compacted already, or never logged
-                batch.append((keys, swap_args(entries, hooks)))
-                if len(batch) % _PACKS_PER_TURN == 0:
-                    # long logs take long to pack: executions and heartbeats go on
-                    await asyncio.sleep(0)
-        return await self._swap(batch) if batch else 0
+        batches: list[list[tuple[_keys.RunKeys, list[Any]]]] = []
+        packed = 0
+        for unit, logs in zip(units, await self._read_units(units), strict=True):
+            batch = []
+            for run, (entries, hooks) in zip(unit, logs, strict=True):
+                if entries:  # none: compacted already, or never logged
+                    batch.append((run, swap_args(entries, hooks)))
+                    packed += 1
+                    if packed % _PACKS_PER_TURN == 0:
+                        # long logs take long to pack: executions and heartbeats go on
+                        await asyncio.sleep(0)
+            if batch:
+                batches.append(batch)
+        return sum(await asyncio.gather(*(self._swap(batch) for batch in batches)))
 
-    async def _read_logs(self, runs: Sequence[_keys.RunKeys]) -> list[tuple[Any, Any]]:
-        """Each run's XRANGE reply as Redis sends it and its hooks hash (a dict, as RESP3's
-        map arrives)."""
+    async def _swap(self, batch: Sequence[tuple[_keys.RunKeys, list[Any]]]) -> int:
+        """One script call for these runs of one partition; returns how many it swapped."""
+        keys: list[str] = []
+        argv: list[Any] = []
+        for run, args in batch:
+            keys += [run.run, run.events, run.hooks, run.ckpt, archive_key(run)]
+            argv += args
+        return int(await self.scripts.compact(keys=keys, args=argv))
+
+    async def _read_units(
+        self, units: Sequence[Sequence[_keys.RunKeys]]
+    ) -> list[list[tuple[Any, dict[Any, Any]]]]:
+        """Per unit, each run's log as XRANGE sends it (``[id, [b"t", type, b"d", data]]``
+        each) and its hooks hash as a dict. The logs and the hooks are read at once (the
+        batcher sends the scripts together), and every read is awaited whatever happens to
+        the others."""
+        replies = await asyncio.gather(
+            self._read_streams(units),
+            *(self.scripts.read_hooks(keys=[run.hooks for run in unit], args=[]) for unit in units),
+            return_exceptions=True,
+        )
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise reply
+        logs, *hooks = replies
+        return [
+            [(log, _as_dict(h)) for log, h in zip(unit_logs, unit_hooks, strict=True)]
+            for unit_logs, unit_hooks in zip(logs, hooks, strict=True)
+        ]
+
+    async def _read_streams(self, units: Sequence[Sequence[_keys.RunKeys]]) -> list[list[Any]]:
         if not self.is_cluster:
-            commands: list[tuple[str, ...]] = []
-            for keys in runs:
-                commands += [("XRANGE", keys.events, "-", "+"), ("HGETALL", keys.hooks)]
-            raw: list[Any] = await self.scripts.batcher.commands(commands)
-            for reply in raw:
+            # One XREAD per unit, of every stream from its start: one command however many
+            # runs. A stream with no entries is left out of its reply; RESP3 sends a map,
+            # RESP2 pairs (or nil for none).
+            units_streams = [[run.events for run in unit] for unit in units]
+            replies = await self.scripts.batcher.commands(
+                [("XREAD", "STREAMS", *streams, *["0"] * len(streams)) for streams in units_streams]
+            )
+            logs = []
+            for streams, reply in zip(units_streams, replies, strict=True):
                 if isinstance(reply, Exception):
                     raise reply
-            # a hash is a map in RESP3, a flat array in RESP2
-            return [
-                (entries, h if isinstance(h, dict) else dict(zip(h[::2], h[1::2], strict=True)))
-                for entries, h in zip(raw[::2], raw[1::2], strict=True)
-            ]
-        # Redis Cluster: its pipeline sends each node its own part; redis-py's stream
-        # entries are made into Redis' form again
+                by_stream = dict(reply.items() if isinstance(reply, dict) else reply or ())
+                logs.append([by_stream.get(stream.encode(), []) for stream in streams])
+            return logs
+        # Redis Cluster: an XRANGE per run, pipelined (redis-py sends each node its part);
+        # its stream entries are made into Redis' form again
         async with self.client.pipeline(transaction=False) as pipe:
-            for keys in runs:
-                pipe.xrange(keys.events)
-                pipe.hgetall(keys.hooks)
-            parsed = await pipe.execute()
+            for unit in units:
+                for run in unit:
+                    pipe.xrange(run.events)
+            parsed = iter(await pipe.execute())
         return [
-            ([(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in stream], hash_)
-            for stream, hash_ in zip(parsed[::2], parsed[1::2], strict=True)
+            [[(i, [b"t", f[b"t"], b"d", f[b"d"]]) for i, f in next(parsed)] for _ in unit]
+            for unit in units
         ]
 
     async def compact_ended(self) -> int:

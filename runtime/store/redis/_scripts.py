@@ -36,6 +36,7 @@ NAMES = (
     "send",
     "post",
     "compact",
+    "read_hooks",
     "reclaim",
 )
 

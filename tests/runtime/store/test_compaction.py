@@ -4,6 +4,8 @@ compacted into one archive (log + hooks), read back in full, the swap fenced."""
 from __future__ import annotations
 
 import asyncio
+import math
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -155,7 +157,27 @@ async def _swap_read(store: RedisStore, run_id: str, read: tuple[Any, Any]) -> i
 
 
 async def _read(store: RedisStore, run_id: str) -> tuple[Any, Any]:
-    return (await store._read_logs([store.run_keys(run_id)]))[0]
+    return (await store._read_units([[store.run_keys(run_id)]]))[0][0]
+
+
+async def test_runs_are_compacted_in_units_of_one_partition(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit (one XREAD, one hooks script, one swap) holds runs of one partition only, as
+    many as it may, so that runs ending together share those three commands."""
+    store = raw(rt)
+    monkeypatch.setattr(_compaction, "_UNIT_RUNS", 3)
+    monkeypatch.setattr(_compaction, "_ROUND_RUNS", 5)
+    run_ids = [store.new_run_id(None) for _ in range(40)]
+    rounds = store._rounds(run_ids)
+    units = [unit for units in rounds for unit in units]
+    assert sorted(run.run_id for unit in units for run in unit) == sorted(run_ids)
+    assert all(len({run.partition for run in unit}) == 1 for unit in units)
+    assert all(1 <= len(unit) <= 3 for unit in units)
+    assert all(sum(map(len, units)) <= 5 for units in rounds)
+    per_partition = Counter(store.run_keys(run_id).partition for run_id in run_ids)
+    assert len(units) == sum(math.ceil(n / 3) for n in per_partition.values())
+    assert store._rounds([]) == []
 
 
 async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime) -> None:
@@ -309,11 +331,11 @@ async def test_compaction_reads_a_store_on_resp2(redis_url: str) -> None:
         ]
 
 
-async def test_a_failing_chunk_does_not_stop_the_compactor(
+async def test_a_failing_round_does_not_stop_the_compactor(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A background compaction that fails (here an unexpected error in its read) leaves its
-    runs as they are and goes on with the next chunk: nothing it raises ends the task."""
+    runs as they are and goes on with the next round: nothing it raises ends the task."""
     store = raw(rt)
     ended = []
     async with running(Worker(rt, timer_tick=0.01)):
@@ -323,18 +345,18 @@ async def test_a_failing_chunk_does_not_stop_the_compactor(
             assert await rt.wait(run_id) == {"ok": True}
             ended.append(run_id)
         store._due.clear()  # type: ignore[union-attr]  # compacted by hand below
-    monkeypatch.setattr(_compaction, "_READ_CHUNK", 1)
-    read_logs = store._read_logs
+    monkeypatch.setattr(_compaction, "_ROUND_RUNS", 1)
+    read_units = store._read_units
     calls = 0
 
-    async def fails_first(runs: Any) -> Any:
+    async def fails_first(units: Any) -> Any:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise RuntimeError("a bug in the read")
-        return await read_logs(runs)
+        return await read_units(units)
 
-    monkeypatch.setattr(store, "_read_logs", fails_first)
+    monkeypatch.setattr(store, "_read_units", fails_first)
     assert await store._compact_best_effort(ended) == 1
     first, second = (store.run_keys(r) for r in ended)
     assert await store.client.exists(first.events) == 1  # left as it was, readable
