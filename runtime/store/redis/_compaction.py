@@ -9,14 +9,14 @@ saw the run running; once the stream is gone, such a read would block for its wh
 timeout instead of returning the run's last event. The delay also lets the runs of a
 partition that ended meanwhile go together: their logs are read with one XREAD of all their
 streams and their hooks with one script call (``lua/read_hooks.lua``), and one script call
-swaps them all, so a run's compaction costs a few hundredths of a command under load (three
-commands for a partition's lone run). The process that ended a run holds only its id until
-then, and the blob is built then, off the path of the executions. Three other reads were
-measured and dropped (bench/README.md): an ending script that returned the log (Lua tables
-cost Redis more than a plain read), an archive built from the log the ending worker held
-(more worker CPU than the read), and a script reading the logs too (Lua converted every
-entry twice: +10 % of Redis' instructions per lifecycle); until 2026-12-01 the read was an
-XRANGE and an HGETALL per run, two commands a lifecycle.
+swaps them all: three commands for the k runs of a partition that ended together (0.15 a
+run in ``bench.hitl``'s burst of 2,000 over 16 partitions). The process that ended a run
+holds only its id until then, and the blob is built then, off the path of the executions.
+Three other reads were measured and dropped (bench/README.md): an ending script that
+returned the log (Lua tables cost Redis more than a plain read), an archive built from the
+log the ending worker held (more worker CPU than the read), and a script reading the logs
+too (Lua converted every entry twice: +10 % of Redis' instructions per lifecycle); until
+2026-12-01 the read was an XRANGE and an HGETALL per run, two commands a lifecycle.
 A process that stops first compacts what it holds (:meth:`close`), and one that dies leaves
 its runs as they were: bigger, but read the same way."""
 
@@ -54,9 +54,11 @@ _ENDED = {status.value.encode() for status in FINISHED_STATUSES}
 # runs per unit: one partition's, read with one XREAD and one lua/read_hooks.lua call and
 # swapped with one lua/compact.lua call
 _UNIT_RUNS = 100
-# runs per round: its units are read in one round trip (their replies arrive under one
-# timeout) and swapped in one more
-_ROUND_RUNS = 500
+# runs per round: its units are read at once (the XREADs in one round trip, the hooks
+# scripts in one batch), their replies under one timeout and in the worker's memory
+# together, then swapped at once. A run's log may be long (a chat of 1,000 rounds: a few
+# hundred KB), so this bounds a round's replies, not its commands (the units do that).
+_ROUND_RUNS = 100
 # blobs built per turn of the event loop
 _PACKS_PER_TURN = 16
 
@@ -120,7 +122,8 @@ class CompactionStore(StorePart):
                 compacted += await self._compact_round(units)
             except Exception as exc:
                 log.warning(
-                    "%d ended runs were not compacted (%s): they stay readable",
+                    "a round of %d ended runs was not compacted, or not all of it (%s): they"
+                    " stay readable",
                     sum(map(len, units)),
                     exc,
                     exc_info=not isinstance(exc, ParleyError | RedisError | OSError),
@@ -135,17 +138,17 @@ class CompactionStore(StorePart):
         for run_id in run_ids:
             keys = self._run(run_id)
             by_partition[keys.partition].append(keys)
-        rounds: list[list[list[_keys.RunKeys]]] = [[]]
-        in_round = 0
+        rounds: list[list[list[_keys.RunKeys]]] = []
+        in_round = _ROUND_RUNS  # none open yet
         for runs in by_partition.values():
             for i in range(0, len(runs), _UNIT_RUNS):
                 unit = runs[i : i + _UNIT_RUNS]
                 if in_round + len(unit) > _ROUND_RUNS:
-                    rounds.append([])
+                    rounds.append([])  # a unit bigger than a round has one of its own
                     in_round = 0
                 rounds[-1].append(unit)
                 in_round += len(unit)
-        return rounds if rounds[0] else []
+        return rounds
 
     async def flush_compactions(self) -> int:
         """Compact now every run this process holds for later; returns how many were."""
@@ -159,7 +162,7 @@ class CompactionStore(StorePart):
 
     async def compact(self, run_ids: Sequence[str], *, later: bool = False) -> int:
         """Compact these ended runs, now (or ``later``: after the delay), reading their logs
-        and hooks first, a round trip per :data:`_ROUND_RUNS`; runs not ended, already
+        and hooks first, :data:`_ROUND_RUNS` at a time; runs not ended, already
         compacted, or changed meanwhile are left as they are. Returns how many were
         compacted now."""
         if later:
@@ -169,8 +172,8 @@ class CompactionStore(StorePart):
         return sum([await self._compact_round(units) for units in self._rounds(run_ids)])
 
     async def _compact_round(self, units: Sequence[Sequence[_keys.RunKeys]]) -> int:
-        """Read, pack and swap these units of runs: one round trip to read them all, one
-        script call per unit to swap (sent together)."""
+        """Read, pack and swap these units of runs: their reads sent at once, then one script
+        call per unit to swap, sent together."""
         # not one atomic read: the swap's fence finds out if a run changed in between
         batches: list[list[tuple[_keys.RunKeys, list[Any]]]] = []
         packed = 0
@@ -185,7 +188,14 @@ class CompactionStore(StorePart):
                         await asyncio.sleep(0)
             if batch:
                 batches.append(batch)
-        return sum(await asyncio.gather(*(self._swap(batch) for batch in batches)))
+        swapped = await asyncio.gather(
+            *(self._swap(batch) for batch in batches), return_exceptions=True
+        )
+        for outcome in swapped:
+            if isinstance(outcome, BaseException):
+                # every swap has settled: the units swapped stay so (and are read so)
+                raise outcome
+        return sum(n for n in swapped if isinstance(n, int))
 
     async def _swap(self, batch: Sequence[tuple[_keys.RunKeys, list[Any]]]) -> int:
         """One script call for these runs of one partition; returns how many it swapped."""

@@ -30,7 +30,7 @@ from ._batch import Batcher, Script, _Call, pack_command
 from ._connect import Durability
 
 # Scripts that write nothing need no confirmation (nor a replica to be read).
-READ_ONLY_SCRIPTS = ("wait_state",)
+READ_ONLY_SCRIPTS = ("wait_state", "read_hooks")
 
 
 def unconfirmed(durability: Durability, confirmed: object) -> ReplicationUnconfirmed:

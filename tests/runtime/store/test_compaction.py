@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -22,7 +23,8 @@ from runtime import (
 )
 from runtime.errors import HookAlreadyAnswered
 from runtime.models import Event, HookStatus, RunStatus
-from runtime.store.redis import RedisStore, _compaction
+from runtime.store.redis import RedisStore, _compaction, _scripts
+from runtime.store.redis._durability import READ_ONLY_SCRIPTS
 from tests.helpers import running
 from tests.raw_redis import raw
 
@@ -178,6 +180,11 @@ async def test_runs_are_compacted_in_units_of_one_partition(
     per_partition = Counter(store.run_keys(run_id).partition for run_id in run_ids)
     assert len(units) == sum(math.ceil(n / 3) for n in per_partition.values())
     assert store._rounds([]) == []
+    # a unit bigger than a round: a round of its own, nothing left out
+    monkeypatch.setattr(_compaction, "_ROUND_RUNS", 2)
+    rounds = store._rounds(run_ids)
+    assert all(len(units) == 1 for units in rounds)
+    assert sorted(run.run_id for units in rounds for run in units[0]) == sorted(run_ids)
 
 
 async def test_compaction_is_fenced_against_a_change_after_its_read(rt: Runtime) -> None:
@@ -329,6 +336,25 @@ async def test_compaction_reads_a_store_on_resp2(redis_url: str) -> None:
         assert [(h.name, h.status) for h in await store.run_hooks(run_id) or []] == [
             ("answer", HookStatus.RECEIVED)
         ]
+        # compacted already: no stream left to read (XREAD's nil reply on RESP2)
+        assert await store.compact([run_id]) == 0
+        assert await rt.events(run_id) == after
+
+
+async def test_the_scripts_that_only_read_are_those_marked_read_only(redis_url: str) -> None:
+    """A script in READ_ONLY_SCRIPTS is sent without the WAIT for replicas of ``?wait=N``
+    (runtime/store/redis/_durability.py): Redis' own command table (COMMAND INFO) says that
+    every command it calls only reads, and that every other script calls one that writes."""
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        for name in _scripts.NAMES:
+            called = set(re.findall(r"redis\.p?call\('(\w+)'", _scripts.source(name)))
+            assert called, f"{name}: no redis.call found"
+            info = await client.execute_command("COMMAND", "INFO", *called)
+            writes = {command for command, spec in info.items() if "write" in spec["flags"]}
+            assert (name in READ_ONLY_SCRIPTS) == (not writes), (name, writes)
+    finally:
+        await client.aclose()
 
 
 async def test_a_failing_round_does_not_stop_the_compactor(
@@ -345,7 +371,8 @@ async def test_a_failing_round_does_not_stop_the_compactor(
             assert await rt.wait(run_id) == {"ok": True}
             ended.append(run_id)
         store._due.clear()  # type: ignore[union-attr]  # compacted by hand below
-    monkeypatch.setattr(_compaction, "_ROUND_RUNS", 1)
+    monkeypatch.setattr(_compaction, "_UNIT_RUNS", 1)
+    monkeypatch.setattr(_compaction, "_ROUND_RUNS", 1)  # a round per run, whatever partition
     read_units = store._read_units
     calls = 0
 
