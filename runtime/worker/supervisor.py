@@ -26,7 +26,13 @@ async def supervise(name: str, loop: Loop, stopping: asyncio.Event, metrics: Met
         try:
             await loop(stopping)
         except asyncio.CancelledError:
-            raise
+            # Only this task's own cancellation ends it: one the loop caught from something
+            # it awaited (a shared future a cancelled caller failed) is a crash like any
+            # other, or the loop would be gone for good while the worker runs on.
+            current = asyncio.current_task()
+            if current is None or current.cancelling():
+                raise
+            log.exception("%s crashed (a cancellation it did not ask for); restarting it", name)
         except Exception:
             log.exception("%s crashed; restarting it", name)
         else:

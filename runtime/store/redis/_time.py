@@ -12,6 +12,7 @@ and a monotonic clock drifts from Redis' by parts per million over a few seconds
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Awaitable, Callable
 
@@ -25,7 +26,7 @@ class RedisTime:
         self._read_time = read_time
         self._base_ms = 0
         self._base_mono: float | None = None  # when Redis said _base_ms; None: not yet read
-        self._syncing: asyncio.Future[None] | None = None
+        self._syncing: asyncio.Task[None] | None = None
 
     async def now_ms(self) -> int:
         if self._base_mono is None or time.monotonic() - self._base_mono > RESYNC_SECONDS:
@@ -34,11 +35,20 @@ class RedisTime:
         return self._base_ms + int((time.monotonic() - self._base_mono) * 1000)
 
     async def _sync(self) -> None:
-        # One TIME for all the callers that found the reading stale at once.
-        if self._syncing is not None:
-            await asyncio.shield(self._syncing)
-            return
-        self._syncing = asyncio.get_running_loop().create_future()
+        # One TIME for all the callers that found the reading stale at once, read in a task
+        # of its own that each caller awaits through a shield. Race closed: the caller that
+        # started the read being cancelled while the others wait (an execution stopped, a
+        # step's timeout): the read went on in its task, its cancellation reached every
+        # waiter, and a worker's heartbeat loop among them ended for good. The task runs in
+        # a context of its own, so no execution adopts it (runtime/engine/tasks.py).
+        if self._syncing is None:
+            loop = asyncio.get_running_loop()
+            self._syncing = contextvars.Context().run(loop.create_task, self._read())
+            # retrieved even when every caller was cancelled: no "never retrieved" report
+            self._syncing.add_done_callback(_retrieve)
+        await asyncio.shield(self._syncing)
+
+    async def _read(self) -> None:
         try:
             before = time.monotonic()
             seconds, micros = await self._read_time()
@@ -46,10 +56,10 @@ class RedisTime:
             # Redis read its clock somewhere in the round trip: take the middle.
             self._base_ms = seconds * 1000 + micros // 1000
             self._base_mono = (before + after) / 2
-            self._syncing.set_result(None)
-        except BaseException as exc:
-            self._syncing.set_exception(exc)
-            self._syncing.exception()  # retrieved: the waiting callers re-raise it
-            raise
         finally:
             self._syncing = None
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()

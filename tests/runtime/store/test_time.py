@@ -62,3 +62,25 @@ async def test_a_failed_read_fails_every_waiting_caller_and_the_next_call_reads_
     assert all(isinstance(r, ConnectionError) for r in results)
     assert await clock.now_ms() > 0
     assert attempts == 2
+
+
+async def test_a_cancelled_caller_does_not_cancel_the_read_the_others_wait_for() -> None:
+    """The caller that started a resync is cancelled (an execution stopped) while another
+    waits for the same read (a worker's heartbeat loop): the read goes on and the other
+    caller gets the time. Before, the cancellation reached every waiter."""
+    started = asyncio.Event()
+
+    async def read_time() -> tuple[int, int]:
+        started.set()
+        await asyncio.sleep(0.05)
+        return 1_000_000, 0
+
+    clock = _time.RedisTime(read_time)
+    first = asyncio.create_task(clock.now_ms())
+    await started.wait()
+    second = asyncio.create_task(clock.now_ms())
+    await asyncio.sleep(0)
+    first.cancel()
+    assert 1_000_000_000 <= await asyncio.wait_for(second, 5) < 1_000_000_100
+    with pytest.raises(asyncio.CancelledError):
+        await first

@@ -114,3 +114,35 @@ async def test_supervise_restarts_a_loop_that_raises_or_ends(
         "parley_worker_loop_restarts_total", {"loop": "test loop"}
     )
     assert restarts == 2
+
+
+async def test_supervise_restarts_a_loop_that_caught_a_cancellation_not_its_own(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A loop that raises CancelledError from something it awaited (a shared future that a
+    cancelled caller failed) is restarted; only the supervising task's own cancellation
+    ends it."""
+    stopping = asyncio.Event()
+    metrics = Metrics()
+    calls = 0
+
+    async def loop(stop: asyncio.Event) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            shared: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            shared.cancel()  # as a cancelled caller leaves a future others await
+            await shared
+        await stop.wait()
+
+    with caplog.at_level(logging.INFO, logger="parley.worker"):
+        task = asyncio.create_task(supervise("test loop", loop, stopping, metrics))
+        deadline = time.monotonic() + 5
+        while calls < 2:
+            assert time.monotonic() < deadline, "the loop was not restarted"
+            await asyncio.sleep(0.01)
+        assert not task.done()
+        task.cancel()  # its own cancellation ends it
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert "a cancellation it did not ask for" in caplog.text
