@@ -356,7 +356,7 @@ class Execution(Endings):
     def remembered(self) -> CachedReplay | None:
         """What the worker may keep of this execution for the run's next claim: only after
         a clean suspension, when the index holds exactly the log up to :attr:`last_id`."""
-        if self.outcome != "suspended" or self.dry_run:
+        if self.outcome != "suspended" or self.dry_run or self.unconfirmed_writes:
             return None
         known = KnownLog(self.last_id, self.event_count, self.generation)
         return CachedReplay(self.index, known, self.workflow)

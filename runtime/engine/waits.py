@@ -220,6 +220,19 @@ async def first_of(execution: Execution, waits: list[Coroutine[Any, Any, Any]]) 
         execution.owned.add(task)
         tasks.append(task)
     await asyncio.wait(tasks)
+    # A branch that unwound with one of the engine's signals (an outage's Abort, a lost
+    # lease, the end of a dry replay, a block, a continuation) ends the execution, as it
+    # would have outside first(). Race closed: counted as a finished branch, it lost to
+    # another and its signal was dropped; the execution went on as if its write had been
+    # applied and suspended cleanly, leaving the log without events the index had (a
+    # step's result, run again by the next worker).
+    signals = [
+        exc
+        for exc in (task.exception() for task in tasks)
+        if exc is not None and not isinstance(exc, Exception | Suspend)
+    ]
+    if signals:
+        raise signals[0]
     finished, pending = [], {}
     for i, task in enumerate(tasks):
         exc = task.exception()

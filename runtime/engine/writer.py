@@ -41,6 +41,11 @@ class Writer:
     # on a hook already answered. (Class defaults: an instance sets them when it writes.)
     _writing: bool = False
     _turn: asyncio.Future[None] | None = None  # awaited by writes waiting their turn
+    # Writes taken from the buffer (their events already in the index) that the store has
+    # not confirmed: one that failed leaves the index ahead of the log, so the execution's
+    # index must not outlive it even if it goes on to suspend cleanly (user code catching
+    # EventLimitExceeded; a branch of first() that unwound). See Execution.remembered.
+    unconfirmed_writes: int = 0
 
     def record(self, event_type: EventType, data: dict[str, Any]) -> None:
         """Buffer an event and apply it to the index at once (replay sees our own writes)."""
@@ -98,6 +103,7 @@ class Writer:
         writes = self.writes.take()
         if not writes and suspension is None and finish is None:
             return []  # the write in flight before this one sent them
+        self.unconfirmed_writes += 1
         try:
             applied = await self.store.apply(
                 self.run_id,
@@ -131,6 +137,7 @@ class Writer:
                 f"the run reached its limit of {self.limits.max_events} events",
                 run_id=self.run_id,
             )
+        self.unconfirmed_writes -= 1
         self.event_count += len(applied.arrived) + writes.event_count
         if suspension is not None and applied.outcome is ApplyOutcome.OK:
             self.event_count += suspension.event_count

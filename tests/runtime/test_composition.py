@@ -21,6 +21,8 @@ from runtime import (
     step_hook,
     workflow,
 )
+from runtime.errors import StoreUnavailable
+from runtime.store.redis._executions import ExecutionStore
 from tests.runtime.conftest import EventCountCheck
 
 
@@ -200,3 +202,66 @@ async def test_an_answer_given_while_two_hooks_are_being_asked_wakes_the_run(
     assert types.count("hook.created") == 2 and types.count("hook.received") == 1
     # every APPLY of the execution sent a count, checked (tests/runtime/conftest.py)
     assert exact_event_counts.checked >= 3
+
+
+recorded_runs: list[str] = []
+
+
+@step
+async def recorded_step() -> int:
+    recorded_runs.append("recorded_step")
+    return 41
+
+
+async def _at_once() -> str:
+    return "at once"
+
+
+async def _asked(token: str) -> None:
+    return None
+
+
+@workflow(name="first_outage_wf")
+async def first_outage_wf() -> Any:
+    value = await recorded_step()
+    which, _ = await first(_at_once(), hook("approve", on_created=_asked))
+    return [value, which, await hook("next")]
+
+
+async def test_an_outage_in_a_losing_branch_of_first_ends_the_execution(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write of a branch of first() that loses (a hook handed out by on_created, made
+    durable first) fails in an outage: the execution ends and its task is retried, as
+    outside first(). Before, the branch's Abort was dropped as a finished branch: the run
+    suspended on the next hook with a log that lacked the step's result, which the worker's
+    cached index held (a worker without it ran the step again, after first.decided)."""
+    recorded_runs.clear()
+    original = ExecutionStore.apply
+    outage = {"writes_to_fail": 1}
+
+    async def hook_write_fails_once(
+        self: ExecutionStore, run_id: str, fence: str, after: str, writes: Any, **kwargs: Any
+    ) -> Any:
+        if outage["writes_to_fail"] and any(op[0] == "hook" for op in writes.ops):
+            outage["writes_to_fail"] -= 1
+            raise StoreUnavailable("an outage, injected")
+        return await original(self, run_id, fence, after, writes, **kwargs)
+
+    monkeypatch.setattr(ExecutionStore, "apply", hook_write_fails_once)
+    worker = Worker(rt, timer_tick=0.01, visibility_timeout=0)
+    run_id = await rt.start(first_outage_wf)
+    await worker.drain()
+    assert outage["writes_to_fail"] == 0
+    assert [h.name for h in await rt.list_hooks(None, run_id=run_id)] == []  # aborted
+    assert (await rt.get_run(run_id)).status is not RunStatus.SUSPENDED
+    await worker.reclaim()  # the task left pending is taken again
+    await worker.drain()
+    assert [h.name for h in await rt.list_hooks(run_id=run_id)] == ["next"]
+    types = [e.type for e in await rt.events(run_id)]
+    assert types.count("step.completed") == 1
+    assert types.index("step.completed") < types.index("first.decided")
+    await answer(rt, run_id, "next", "yes")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [41, 0, "yes"]
+    assert recorded_runs == ["recorded_step"] * 2  # its first result was never durable

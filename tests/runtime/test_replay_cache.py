@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
-from runtime import RunStatus, Runtime, Worker, step, step_hook, workflow
+from runtime import RunStatus, Runtime, Worker, hook, step, step_hook, workflow
+from runtime.errors import EventLimitExceeded
 from runtime.ids import make_token
+from runtime.store import Applied, ApplyOutcome
 from runtime.store.redis import _keys
+from runtime.store.redis._executions import ExecutionStore
 from tests.raw_redis import raw
 
 executed: Counter[str] = Counter()
@@ -221,3 +224,45 @@ async def test_a_worker_that_lost_its_lease_keeps_no_index_of_the_run(
         events = await rt.events(run_id)
     completed = [e.data["step_id"] for e in events if e.type == "step.completed"]
     assert len(completed) == len(set(completed)) == 12
+
+
+@step
+async def refused_step() -> str:
+    return "stepped"
+
+
+@workflow(name="limit_caught_wf")
+async def limit_caught_wf() -> Any:
+    value = await refused_step()
+    try:
+        await refused_step()  # the first one's events are flushed before it: refused
+    except EventLimitExceeded:
+        value = "refused"
+    return [value, await hook("after")]
+
+
+async def test_an_execution_with_a_refused_write_keeps_no_index(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write the store refused (the event limit) leaves the index holding events the log
+    lacks; user code that catches EventLimitExceeded may still suspend cleanly, and the
+    worker must not keep that index for the run's next claim (it would replay events that
+    never happened). Before, it kept it."""
+    original = ExecutionStore.apply
+    refusals = {"left": 1}
+
+    async def refuse_the_first_step_flush(
+        self: ExecutionStore, run_id: str, fence: str, after: str, writes: Any, **kwargs: Any
+    ) -> Any:
+        if refusals["left"] and writes.event_count >= 2 and kwargs.get("suspension") is None:
+            refusals["left"] -= 1
+            return Applied(ApplyOutcome.LIMIT)  # as APPLY answers at the limit: nothing written
+        return await original(self, run_id, fence, after, writes, **kwargs)
+
+    monkeypatch.setattr(ExecutionStore, "apply", refuse_the_first_step_flush)
+    worker = Worker(rt, timer_tick=0.01)
+    run_id = await rt.start(limit_caught_wf)
+    await worker.drain()
+    assert refusals["left"] == 0
+    assert [h.name for h in await rt.list_hooks(run_id=run_id)] == ["after"]  # suspended
+    assert run_id not in _cache(worker)._entries
