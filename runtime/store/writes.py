@@ -78,7 +78,8 @@ class Writes:
         self.ops.append(["asked", hook_id])
 
     def schedule_timer(self, timer_id: str, due_ms: int) -> None:
-        """The run's durable timer (a sleep or a retry backoff): one at a time per run."""
+        """A durable timer of the run (a sleep or a retry backoff); several may be pending
+        at once (sleeps in parallel branches), and the run's end withdraws them all."""
         self.ops.append(["timer", timer_id, str(due_ms)])
 
     def close_hook(self, hook_id: str, token: str) -> None:

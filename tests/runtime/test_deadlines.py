@@ -18,10 +18,13 @@ from runtime import (
     RunStatus,
     Runtime,
     Worker,
+    hook,
+    sleep,
     step,
     step_hook,
     workflow,
 )
+from tests.raw_redis import raw
 
 SOON = "400ms"
 
@@ -96,3 +99,42 @@ async def test_an_expiry_after_the_answer_fires_nothing(rt: Runtime, worker: Wor
     assert await rt.wait(run_id, timeout=5) == "in time"
     types = await _types(rt, run_id)
     assert (types.count("hook.expired"), types.count("hook.received")) == (0, 1)
+
+
+@workflow(name="two_sleeps_wf")
+async def two_sleeps_wf() -> str:
+    await asyncio.gather(sleep(3600), sleep(7200))
+    return "slept"
+
+
+@workflow(name="asked_then_sleeps_wf")
+async def asked_then_sleeps_wf() -> str:
+    await hook("go")
+    await sleep(30 * 86400)
+    return "slept 30 days"
+
+
+async def test_a_run_with_two_sleeps_leaves_no_deadline_for_the_next_run_of_its_id(
+    rt: Runtime, worker: Worker
+) -> None:
+    """Two sleeps pending at once, then the run is cancelled and, its retention past, its
+    id is used again: the new run's 30-day sleep waits. Before, the run named only its last
+    timer, its end left the other's deadline, and at that deadline the new run got a
+    timer.fired for its own first sleep, which then returned at once."""
+    store = raw(rt)
+    run_id = await rt.start(two_sleeps_wf, run_id="reused-id-1")
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await rt.cancel(run_id)
+    deadlines = store.run_keys(run_id).deadlines
+    assert await store.client.zcard(deadlines) == 0
+    for key in await store.client.keys(f"*{run_id}*"):  # the retention passes
+        await store.client.delete(key)
+    again = await rt.start(asked_then_sleeps_wf, run_id="reused-id-1")
+    await worker.drain()
+    await store.fire_due(limit=100, now_ms=await store.now_ms() + 7_201_000)
+    [go] = await rt.list_hooks(run_id=again)
+    await rt.resume_hook(go.token, "go")
+    await worker.drain()
+    assert (await rt.get_run(again)).status is RunStatus.SUSPENDED  # sleeping 30 days
+    assert "timer.fired" not in await _types(rt, again)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from runtime import Runtime
@@ -13,7 +14,7 @@ from runtime._codec import dumps
 from runtime.ids import make_token
 from runtime.models import EventType, RunStatus
 from runtime.settings import TASKS_GROUP
-from runtime.store import ApplyOutcome, Claim, ClaimStatus, Finish, HookSpec, Store, Writes
+from runtime.store import Applied, ApplyOutcome, Claim, ClaimStatus, Finish, HookSpec, Store, Writes
 from runtime.store.redis import RedisStore
 from tests.raw_redis import raw
 
@@ -122,6 +123,21 @@ async def _claim(store: Store, run_id: str) -> Claim:
     return result
 
 
+async def _apply(
+    store: RedisStore, run_id: str, claim: Claim, writes: Writes, **options: Any
+) -> Applied:
+    """``writes`` applied by the execution that made ``claim``, from its last event on."""
+    return await store.apply(
+        run_id,
+        claim.fence,
+        claim.events[-1].id,
+        writes,
+        max_events=MAX_EVENTS,
+        retention_seconds=RETENTION,
+        **options,
+    )
+
+
 async def _stream(store: RedisStore, key: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
     """A stream's entries, raw."""
     entries: Any = await store.client.xrange(key)
@@ -165,14 +181,7 @@ async def test_every_op_lands_where_the_apply_script_puts_it(rt: Runtime) -> Non
     due = 1_900_000_000_000
     writes, metas = _every_op(run_id, due)
 
-    applied = await store.apply(
-        run_id,
-        claim.fence,
-        claim.events[-1].id,
-        writes,
-        max_events=MAX_EVENTS,
-        retention_seconds=RETENTION,
-    )
+    applied = await _apply(store, run_id, claim, writes)
 
     assert applied.outcome is ApplyOutcome.OK and applied.arrived == []
     # events, in order, after workflow.started; last_id is the last one's
@@ -202,8 +211,8 @@ async def test_every_op_lands_where_the_apply_script_puts_it(rt: Runtime) -> Non
         (f"{run_id}|h|s-0.approve".encode(), float(due)),
         (timer_member.encode(), float(due + 1)),
     ]
-    # the run's one timer is also named on the run
-    assert run[b"dl"] == timer_member.encode()
+    # the run's timers are also named on the run
+    assert orjson.loads(run[b"dl"]) == [timer_member]
     # session messages: after the one already there, in order
     messages = [f[b"m"] for _, f in await _stream(store, outbox)]
     assert messages == [
@@ -215,23 +224,67 @@ async def test_every_op_lands_where_the_apply_script_puts_it(rt: Runtime) -> Non
     assert await client.ttl(outbox) == -1  # persisted while the prompt is pending
 
 
+async def _with_timer_t0_due_at_5s(rt: Runtime) -> tuple[str, Any]:
+    """A claimed run that scheduled timer t0, due at 5,000 ms (of the tests' clock)."""
+    run_id, claim = await _claimed(rt, None)
+    writes = Writes()
+    writes.schedule_timer("t0", 5_000)
+    assert (await _apply(raw(rt), run_id, claim, writes)).outcome is ApplyOutcome.OK
+    return run_id, raw(rt).run_keys(run_id)
+
+
 async def test_a_fired_timer_is_no_longer_the_runs_timer(rt: Runtime) -> None:
+    store = raw(rt)
+    run_id, keys = await _with_timer_t0_due_at_5s(rt)
+    assert await _timers(store, run_id) == [f"{run_id}|t|t0"]
+    assert (await store.fire_due(now_ms=5_000, limit=10)).lateness_ms == [0]
+    assert await store.client.hget(keys.run, "dl") is None
+    assert await store.client.zcard(keys.deadlines) == 0
+
+
+async def _timers(store: RedisStore, run_id: str) -> list[str]:
+    dl = await store.client.hget(store.run_keys(run_id).run, "dl")
+    return [] if dl is None else list(orjson.loads(dl))
+
+
+async def test_every_pending_timer_of_a_run_is_named_and_withdrawn_at_its_end(
+    rt: Runtime,
+) -> None:
+    """Two timers of one run pending at once (sleeps in parallel branches): each is named
+    on the run until it fires or is withdrawn, and the run's end withdraws those left.
+    Before, the run named only its last timer and its end left the other's deadline,
+    which later fired into whatever run had the id by then."""
     store = raw(rt)
     run_id, claim = await _claimed(rt, None)
     keys = store.run_keys(run_id)
     writes = Writes()
-    writes.schedule_timer("t0", 5_000)
-    await store.apply(
-        run_id,
-        claim.fence,
-        claim.events[-1].id,
-        writes,
-        max_events=MAX_EVENTS,
-        retention_seconds=RETENTION,
-    )
-    assert await store.client.hget(keys.run, "dl") == f"{run_id}|t|t0".encode()
-    assert (await store.fire_due(now_ms=5_000, limit=10)).lateness_ms == [0]
+    for timer_id, due in (("t0", 5_000), ("t1", 6_000), ("t2", 7_000)):
+        writes.schedule_timer(timer_id, due)
+    assert (await _apply(store, run_id, claim, writes)).outcome is ApplyOutcome.OK
+    members = [f"{run_id}|t|{t}" for t in ("t0", "t1", "t2")]
+    assert await _timers(store, run_id) == members
+    assert (await store.fire_due(now_ms=5_000, limit=10)).lateness_ms == [0]  # t0 fired
+    assert await _timers(store, run_id) == members[1:]
+    withdraw = Writes()  # the execution still holds the run; t0 arrives with this write
+    withdraw.cancel_timer("t2")
+    assert (await _apply(store, run_id, claim, withdraw)).outcome is ApplyOutcome.OK
+    assert await _timers(store, run_id) == members[1:2]
+    assert await store.client.zrange(keys.deadlines, 0, -1) == [members[1].encode()]
+    assert (await store.cancel(run_id, event=b"{}", message=b"{}", retention_seconds=60)).outcome
+    assert await store.client.zcard(keys.deadlines) == 0  # t1 went with the run
     assert await store.client.hget(keys.run, "dl") is None
+
+
+async def test_a_timer_named_the_way_of_earlier_versions_is_withdrawn_at_the_end(
+    rt: Runtime,
+) -> None:
+    """A run suspended by an earlier Parley names its one timer plainly in 'dl' (not as a
+    list): its end still withdraws it."""
+    store = raw(rt)
+    run_id, keys = await _with_timer_t0_due_at_5s(rt)
+    member = f"{run_id}|t|t0"
+    await store.client.hset(keys.run, "dl", member)  # as earlier versions wrote it
+    await store.cancel(run_id, event=b"{}", message=b"{}", retention_seconds=60)
     assert await store.client.zcard(keys.deadlines) == 0
 
 
@@ -245,14 +298,7 @@ async def test_a_post_alone_refreshes_the_outbox_expiry(rt: Runtime) -> None:
     await store.client.expire(outbox, 500)
     writes = Writes()
     writes.post(b'{"n":1}')
-    applied = await store.apply(
-        run_id,
-        claim.fence,
-        claim.events[-1].id,
-        writes,
-        max_events=MAX_EVENTS,
-        retention_seconds=RETENTION,
-    )
+    applied = await _apply(store, run_id, claim, writes)
     assert applied.outcome is ApplyOutcome.OK
     assert applied.last_id is None  # no event appended
     assert [f[b"m"] for _, f in await _stream(store, outbox)] == [b"{}", b'{"n":1}']
@@ -272,14 +318,7 @@ async def test_posts_and_prompts_of_a_run_without_a_session_are_dropped(rt: Runt
     writes.post(b'{"n":1}')
     writes.prompt(b'{"n":2}')
     writes.event(EventType.STEP_STARTED, b'{"step_id":"a"}')
-    applied = await store.apply(
-        run_id,
-        claim.fence,
-        claim.events[-1].id,
-        writes,
-        max_events=MAX_EVENTS,
-        retention_seconds=RETENTION,
-    )
+    applied = await _apply(store, run_id, claim, writes)
     assert applied.outcome is ApplyOutcome.OK
     assert [k async for k in store.client.scan_iter(match="*session*")] == []
     assert [k async for k in store.client.scan_iter(match="*waiting*")] == []
@@ -299,15 +338,7 @@ async def test_a_suspension_is_applied_after_the_writes_and_acks_the_task(rt: Ru
     suspension.event(EventType.WORKFLOW_SUSPENDED, b'{"wait":"s-0.h"}')
     assert (await store.client.xpending(keys.tasks, TASKS_GROUP))["pending"] == 1
 
-    applied = await store.apply(
-        run_id,
-        claim.fence,
-        claim.events[-1].id,
-        writes,
-        suspension=suspension,
-        max_events=MAX_EVENTS,
-        retention_seconds=RETENTION,
-    )
+    applied = await _apply(store, run_id, claim, writes, suspension=suspension)
 
     assert applied.outcome is ApplyOutcome.OK
     types = [f[b"t"] for _, f in await _stream(store, keys.events)]
@@ -367,14 +398,7 @@ async def test_finishing_cleans_what_the_run_left(rt: Runtime) -> None:
     keys = store.run_keys(run_id)
     outbox = store.session_key("outbox", session)
     writes, _ = _every_op(run_id, 1_900_000_000_000)
-    applied = await store.apply(
-        run_id,
-        claim.fence,
-        claim.events[-1].id,
-        writes,
-        max_events=MAX_EVENTS,
-        retention_seconds=RETENTION,
-    )
+    applied = await _apply(store, run_id, claim, writes)
     assert applied.outcome is ApplyOutcome.OK
     done = Writes()
     done.event(EventType.WORKFLOW_COMPLETED, b'{"result":42}')

@@ -131,10 +131,10 @@ local function apply(ops)
         end
       end
     elseif kind == 'timer' then
-      -- {'timer', timer id, due ms}: the run's one durable timer (sleep, retry backoff)
+      -- {'timer', timer id, due ms}: a durable timer of the run (a sleep, a retry backoff)
       local member = deadline_member(keys.run_id, 't', op[2])
       schedule_deadline(keys.deadlines, keys.prefix, op[3], member)
-      redis.call('HSET', keys.run, 'dl', member)
+      add_run_timer(keys.run, member)
     elseif kind == 'close_hook' then
       -- {'close_hook', hook id, token}: withdrawn, if still pending (an answer that got in
       -- first stays; first() already decided by then)
@@ -152,7 +152,7 @@ local function apply(ops)
     elseif kind == 'cancel_timer' then
       local member = deadline_member(keys.run_id, 't', op[2])
       redis.call('ZREM', keys.deadlines, member)
-      if redis.call('HGET', keys.run, 'dl') == member then redis.call('HDEL', keys.run, 'dl') end
+      drop_run_timer(keys.run, member)
     elseif kind == 'start_child' then
       -- {'start_child', child id, workflow, workflow.started data}: created once (its id is
       -- derived from the parent and the call's position), in the parent's partition

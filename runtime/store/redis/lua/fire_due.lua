@@ -67,7 +67,7 @@ local function fire(deadlines_key, tasks_key, pending_key, stats_key, prefix)
       else
         append_event(run_key, key_events(prefix, run_id), EVENT.timer_fired,
           cjson.encode({timer_id = id}))
-        redis.call('HDEL', run_key, 'dl')
+        drop_run_timer(run_key, member)
         wake = true
       end
     end

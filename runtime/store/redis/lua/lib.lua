@@ -121,16 +121,59 @@ local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id
   return closed
 end
 
--- A run ended (finished or cancelled): its checkpoints and its timer go, its pending hooks
+-- The run's pending timers (sleeps, retry backoffs) by their deadline members: field 'dl'
+-- of its hash, a JSON array. Race closed: two timers of one run pending at once (sleeps in
+-- parallel branches, two steps backing off): 'dl' named one, the last scheduled, so the
+-- other's deadline outlived the run's end and, once the run's id was used again, fired
+-- into the new run (a sleep it had just begun returned at once). Before 2026-12-01 'dl'
+-- held one member, plain: such a value is read as a list of one (a run id, which begins
+-- a member, never begins with '[').
+local function run_timers(run_key)
+  local dl = redis.call('HGET', run_key, 'dl')
+  if not dl then return {} end
+  if string.sub(dl, 1, 1) ~= '[' then return {dl} end
+  return cjson.decode(dl)
+end
+
+local function set_run_timers(run_key, members)
+  if #members == 0 then
+    redis.call('HDEL', run_key, 'dl')
+  else
+    redis.call('HSET', run_key, 'dl', cjson.encode(members))
+  end
+end
+
+local function add_run_timer(run_key, member)
+  local members = run_timers(run_key)
+  for _, known in ipairs(members) do
+    if known == member then return end
+  end
+  members[#members + 1] = member
+  set_run_timers(run_key, members)
+end
+
+-- A timer fired or withdrawn: no longer one of the run's.
+local function drop_run_timer(run_key, member)
+  local members = run_timers(run_key)
+  for i, known in ipairs(members) do
+    if known == member then
+      table.remove(members, i)
+      set_run_timers(run_key, members)
+      return
+    end
+  end
+end
+
+-- A run ended (finished or cancelled): its checkpoints and its timers go, its pending hooks
 -- close, and its keys expire together after the retention; the session's messages too,
 -- unless another of its runs still has a prompt pending. A tagged run (`tags`: its JSON,
 -- false when untagged) leaves the tag index when its keys expire (lua/tags.lua).
 local function end_run(prefix, run_id, keys, session, ttl, tags, now)
   redis.call('DEL', keys.ckpt, key_inbox(prefix, run_id))
   redis.call('EXPIRE', key_children(prefix, run_id), ttl)
-  local dl = redis.call('HGET', keys.run, 'dl')
-  if dl then
-    redis.call('ZREM', keys.deadlines, dl)
+  local timers = run_timers(keys.run)
+  if #timers > 0 then
+    redis.call('ZREM', keys.deadlines, unpack(timers))
     redis.call('HDEL', keys.run, 'dl')
   end
   local closed = close_pending_hooks(keys.hooks, keys.pending, keys.deadlines, run_id)
