@@ -95,8 +95,10 @@ class Execution(Endings):
             # The claim proved the log still extends what this worker's last execution of
             # the run left in ``cached``: only the events after it are new.
             self.index, known_last = cached.index, cached.known.last_id
+            self.data_bytes = cached.data_bytes + claim.data_bytes
         else:
             self.index, known_last = ReplayIndex(), "0-0"
+            self.data_bytes = claim.data_bytes
         self.index.add_all(events)
         self.last_id = events[-1].id if events else known_last
         # How many events the log holds up to last_id, and its history generation: what
@@ -359,4 +361,4 @@ class Execution(Endings):
         if self.outcome != "suspended" or self.dry_run or self.unconfirmed_writes:
             return None
         known = KnownLog(self.last_id, self.event_count, self.generation)
-        return CachedReplay(self.index, known, self.workflow)
+        return CachedReplay(self.index, known, self.workflow, self.data_bytes)

@@ -20,11 +20,14 @@ from ..registry import WorkflowDef
 from ..store import KnownLog
 from .replay import ReplayIndex
 
-# Runs remembered per worker, and the events their indexes may reflect in all: an index
-# holds ~150-200 bytes per event (about 1 KB per round of a step_hook loop), so the memory
-# stays bounded (~40 MB) however long the runs are.
+# Runs remembered per worker, the events their indexes may reflect in all, and the bytes of
+# those events' data (their JSON as the log holds it). An index holds ~150-200 bytes per
+# event of a step_hook loop (about 1 KB per round), so the events alone bound it to ~40 MB;
+# the bytes bound it when the payloads are large (an event's data may hold 64 KB): the
+# decoded objects take a few times their JSON.
 DEFAULT_REPLAY_CACHE_SIZE = 512
 DEFAULT_REPLAY_CACHE_EVENTS = 200_000
+DEFAULT_REPLAY_CACHE_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -35,6 +38,7 @@ class CachedReplay:
     index: ReplayIndex
     known: KnownLog
     workflow: WorkflowDef
+    data_bytes: int = 0  # of the events it reflects: their data's JSON, as the log holds it
 
 
 class ReplayCache:
@@ -43,11 +47,16 @@ class ReplayCache:
     execution suspends cleanly, so an aborted execution cannot leave a wrong index."""
 
     def __init__(
-        self, size: int = DEFAULT_REPLAY_CACHE_SIZE, max_events: int = DEFAULT_REPLAY_CACHE_EVENTS
+        self,
+        size: int = DEFAULT_REPLAY_CACHE_SIZE,
+        max_events: int = DEFAULT_REPLAY_CACHE_EVENTS,
+        max_bytes: int = DEFAULT_REPLAY_CACHE_BYTES,
     ) -> None:
         self.size = size
         self.max_events = max_events
+        self.max_bytes = max_bytes
         self.events = 0  # the events the kept indexes reflect, in all
+        self.data_bytes = 0  # and the bytes of their data
         self._entries: OrderedDict[str, CachedReplay] = OrderedDict()
         self.hits = 0  # claims that read only the tail of the log
         self.misses = 0  # claims that read the whole log though an index was offered
@@ -59,17 +68,30 @@ class ReplayCache:
         entry = self._entries.pop(run_id, None)
         if entry is None:
             return None
-        self.events -= entry.known.count
+        self._forget(entry)
         return entry if entry.workflow is workflow else None
 
     def keep(self, run_id: str, entry: CachedReplay) -> None:
-        if self.size <= 0 or entry.known.count > self.max_events:
+        if (
+            self.size <= 0
+            or entry.known.count > self.max_events
+            or entry.data_bytes > self.max_bytes
+        ):
             return
         previous = self._entries.pop(run_id, None)
         if previous is not None:
-            self.events -= previous.known.count
+            self._forget(previous)
         self._entries[run_id] = entry
         self.events += entry.known.count
-        while len(self._entries) > self.size or self.events > self.max_events:
+        self.data_bytes += entry.data_bytes
+        while (
+            len(self._entries) > self.size
+            or self.events > self.max_events
+            or self.data_bytes > self.max_bytes
+        ):
             _, evicted = self._entries.popitem(last=False)
-            self.events -= evicted.known.count
+            self._forget(evicted)
+
+    def _forget(self, entry: CachedReplay) -> None:
+        self.events -= entry.known.count
+        self.data_bytes -= entry.data_bytes

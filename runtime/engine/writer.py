@@ -31,6 +31,7 @@ class Writer:
     writes: Writes
     last_id: str
     event_count: int  # events in the log up to last_id
+    data_bytes: int  # of those events' data (bounds what the worker remembers of the run)
     refused: bool
     flush_before_step: bool
     # One APPLY at a time. Race closed: two writes of one execution in flight at once
@@ -139,8 +140,10 @@ class Writer:
             )
         self.unconfirmed_writes -= 1
         self.event_count += len(applied.arrived) + writes.event_count
+        self.data_bytes += applied.arrived_bytes + writes.data_bytes
         if suspension is not None and applied.outcome is ApplyOutcome.OK:
             self.event_count += suspension.event_count
+            self.data_bytes += suspension.data_bytes
         if applied.last_id:
             self.last_id = applied.last_id
         elif applied.arrived:

@@ -65,6 +65,7 @@ class Claim:
     tail: bool = False
     count: int = 0  # events in the whole log
     generation: str = ""  # of the log's history (see KnownLog)
+    data_bytes: int = 0  # of ``events``' data, as JSON (bounds what a worker remembers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,7 @@ class Applied:
     outcome: ApplyOutcome
     last_id: str | None = None  # the id of the last event appended, if any
     arrived: list[Event] = field(default_factory=list)  # others' events since ``after``
+    arrived_bytes: int = 0  # of their data, as JSON
 
 
 class ResumeOutcome(enum.StrEnum):

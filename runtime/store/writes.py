@@ -34,11 +34,12 @@ class HookSpec:
 class Writes:
     """An ordered batch of writes to one run."""
 
-    __slots__ = ("event_count", "ops")
+    __slots__ = ("data_bytes", "event_count", "ops")
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.event_count = 0
+        self.data_bytes = 0  # of the events' data
 
     def __bool__(self) -> bool:
         return bool(self.ops)
@@ -53,6 +54,7 @@ class Writes:
         """Append an event (``data``: its JSON object) to the run's log."""
         self.ops.append(["event", event_type.value, data.decode()])
         self.event_count += 1
+        self.data_bytes += len(data)
 
     def save_checkpoint(self, step_id: str, state: bytes) -> None:
         self.ops.append(["checkpoint", step_id, state.decode()])
@@ -132,4 +134,5 @@ class Writes:
         taken = Writes()
         taken.ops, self.ops = self.ops, []
         taken.event_count, self.event_count = self.event_count, 0
+        taken.data_bytes, self.data_bytes = self.data_bytes, 0
         return taken

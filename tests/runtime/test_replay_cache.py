@@ -165,6 +165,48 @@ def test_the_cache_is_bounded_in_runs_and_in_events() -> None:
     assert cache.take("big", None) is None and cache.events == 0  # other code: dropped
 
 
+def test_the_cache_is_bounded_in_the_bytes_of_its_runs_data() -> None:
+    from runtime.engine.replay import ReplayIndex
+    from runtime.engine.replay_cache import CachedReplay, ReplayCache
+    from runtime.registry import get_workflow
+    from runtime.store import KnownLog
+
+    wf = get_workflow(cache_chat)
+    cache = ReplayCache(size=100, max_events=1_000, max_bytes=10_000)
+
+    def entry(data_bytes: int) -> CachedReplay:
+        return CachedReplay(ReplayIndex(), KnownLog("1-0", 2, "0"), wf, data_bytes)
+
+    for n in range(4):
+        cache.keep(f"r{n}", entry(3_000))  # few events, large payloads
+    assert len(cache) == 3 and cache.data_bytes == 9_000  # the 3 most recent
+    assert cache.take("r0", wf) is None
+    assert cache.take("r3", wf) is not None and cache.data_bytes == 6_000
+    cache.keep("huge", entry(10_001))  # larger than the budget: not kept
+    assert cache.take("huge", wf) is None and cache.data_bytes == 6_000
+
+
+async def test_a_worker_remembers_a_run_by_the_bytes_of_its_log(rt: Runtime) -> None:
+    """What the cache counts for a run is the data its log holds, byte for byte, however
+    the worker learned it: its own writes, the tails of its claims, or a whole log another
+    worker wrote."""
+
+    async def log_bytes() -> int:
+        entries: Any = await raw(rt).client.xrange(raw(rt).run_keys(run_id).events)
+        return sum(len(fields[b"d"]) for _, fields in entries)
+
+    a, b = Worker(rt, name="A"), Worker(rt, name="B")
+    run_id = await rt.start(cache_chat, 4)
+    await a.drain()
+    for n in range(2):
+        await rt.resume_hook(make_token(run_id, f"ask-{n}.answer.0"), "x" * (1_000 * (n + 1)))
+        await a.drain()
+    assert _cache(a)._entries[run_id].data_bytes == _cache(a).data_bytes == await log_bytes()
+    await rt.resume_hook(make_token(run_id, "ask-2.answer.0"), "y" * 3_000)
+    await b.drain()  # B never saw the run: its claim reads the whole log
+    assert _cache(b)._entries[run_id].data_bytes == await log_bytes() > 6_000
+
+
 hold: dict[str, Any] = {}
 
 

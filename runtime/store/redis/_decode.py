@@ -33,6 +33,12 @@ def events(entries: list[Any]) -> list[Event]:
     return out
 
 
+def data_bytes(entries: list[Any]) -> int:
+    """The bytes of the events' data in a script's reply of a run's log entries (each
+    ``[id, [b"t", type, b"d", data]]``)."""
+    return sum(len(fields[3]) for _, fields in entries)
+
+
 def flat_hash(flat: list[bytes]) -> dict[str, bytes]:
     """A hash returned by HGETALL inside a script (a flat list of fields and values)."""
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}

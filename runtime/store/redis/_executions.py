@@ -175,6 +175,7 @@ class ExecutionStore(CompactionStore):
             workflow=workflow.decode(),
             session=session.decode() or None,
             events=_decode.events(entries),
+            data_bytes=_decode.data_bytes(entries),
             checkpoints=_decode.flat_hash(checkpoints),
             parent=parent.decode() or None,
             now_ms=now,
@@ -227,6 +228,7 @@ class ExecutionStore(CompactionStore):
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
             last_id=reply[1].decode() or None,
             arrived=_decode.events(reply[2]),
+            arrived_bytes=_decode.data_bytes(reply[2]),
         )
 
     async def heartbeat(
