@@ -250,6 +250,33 @@ async def test_event_limit_fails_the_run_clearly(backend_url: str) -> None:
         assert len(await rt.events(run_id)) <= 12 + 1
 
 
+@workflow(name="hook_loop")
+async def hook_loop(n: int) -> int:
+    for _ in range(n):
+        await hook("q")
+    return n
+
+
+async def test_a_run_never_suspends_where_no_answer_fits(backend_url: str) -> None:
+    """A hook loop whose log would be exactly full at a suspension (3 events per round, a
+    limit of 12): the run fails clearly instead of suspending on a hook whose answer the
+    store must refuse. Before, it suspended with 12 events and every answer raised
+    EventLimitExceeded: without a timeout, stuck for good."""
+    async with Runtime(backend_url, partitions=2, limits=Limits(max_events=12)) as rt:
+        worker = Worker(rt)
+        run_id = await rt.start(hook_loop, 50)
+        await worker.drain()
+        for _ in range(10):
+            pending = await rt.list_hooks(run_id=run_id)
+            if not pending:
+                break
+            await rt.resume_hook(pending[0].token, "ok")  # every answer is taken
+            await worker.drain()
+        with pytest.raises(RunFailed, match="EventLimitExceeded"):
+            await rt.wait(run_id, timeout=5)
+        assert len(await rt.events(run_id)) <= 12 + 1
+
+
 @step
 async def big_checkpoint() -> None:
     await save_step_checkpoint("x" * 2000)

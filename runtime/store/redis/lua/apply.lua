@@ -42,7 +42,14 @@ end
 local writes, suspension, finish = req.writes, req.suspension, req.finish
 local new_events = count_events(writes) + (suspension and count_events(suspension) or 0)
 local count = tonumber(rs[2] or '0')
-if count + new_events > tonumber(req.max_events) then return {'limit', tostring(count)} end
+-- A suspension leaves room for the event that wakes the run (an answer, an expiry, a
+-- timer). Race closed: a run suspended with its log exactly full took no answer
+-- (lua/resume.lua refuses one at the limit) and, without a timeout, stayed suspended for
+-- good on a hook nobody could answer; refused here, the run fails clearly instead.
+local room = suspension and 1 or 0
+if count + new_events + room > tonumber(req.max_events) then
+  return {'limit', tostring(count)}
+end
 
 -- This run's appends are counted here and 'nev' written once, with the status where the
 -- script sets one (event_count).
