@@ -15,6 +15,7 @@ _NOT_COPIED = frozenset(
         EventType.WORKFLOW_CANCELLED,
         EventType.WORKFLOW_BLOCKED,
         EventType.WORKFLOW_RETRIED,
+        EventType.WORKFLOW_CONTINUED,
         EventType.WORKFLOW_SUSPENDED,
         EventType.STEP_SUSPENDED,
     }
@@ -42,13 +43,17 @@ def restart_point(events: list[Event], from_step: str | None) -> int:
 
 def history_before(events: list[Event], cut: int) -> list[Event]:
     """The events before ``cut`` that make a consistent log: steps with their results,
-    hooks with their answers, timers that fired, recorded values and decisions. A hook
-    still pending, a timer not fired, a step not finished (and its failed attempts) are
-    left out: the new run does them again."""
+    hooks with their answers, timers that fired, children with their ends, recorded values
+    and decisions. A hook still pending, a timer not fired, a step not finished (and its
+    failed attempts), a child whose end the log had not learnt are left out: the new run
+    does them again (a child under its own new id: the old one reports to the old run
+    only, so a new run waiting on it would wait for good)."""
     kept = events[:cut]
     answered = {e.data["hook_id"] for e in kept
                 if e.type in (EventType.HOOK_RECEIVED, EventType.HOOK_EXPIRED)}  # fmt: skip
     fired = {e.data["timer_id"] for e in kept if e.type == EventType.TIMER_FIRED}
+    ended_children = {e.data["child_run_id"] for e in kept
+                      if e.type == EventType.CHILD_COMPLETED}  # fmt: skip
     finished = {e.data["step_id"] for e in kept
                 if e.type == EventType.STEP_COMPLETED
                 or (e.type == EventType.STEP_FAILED and e.data.get("final"))}  # fmt: skip
@@ -60,6 +65,8 @@ def history_before(events: list[Event], cut: int) -> list[Event]:
         if event.type == EventType.HOOK_CREATED and data["hook_id"] not in answered:
             continue
         if event.type == EventType.TIMER_SCHEDULED and data["timer_id"] not in fired:
+            continue
+        if event.type == EventType.CHILD_STARTED and data["child_run_id"] not in ended_children:
             continue
         if event.type in (EventType.STEP_STARTED, EventType.STEP_FAILED) and (
             data["step_id"] not in finished

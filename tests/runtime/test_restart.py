@@ -8,6 +8,9 @@ from collections import Counter
 import pytest
 
 from runtime import RunStatus, Runtime, UsageError, Worker, hook, step, workflow
+from runtime.ids import make_token
+from tests.apps import children_app  # noqa: F401  # parent_of_waiting_wf
+from tests.runtime.test_continue_as_new import endless_chat
 
 ran: Counter[str] = Counter()
 broken = {"charge": True}
@@ -103,3 +106,42 @@ async def test_a_cancelled_run_restarts_and_bad_requests_change_nothing(
     pending = await rt.start(order_wf, "D-4")  # not executed yet
     with pytest.raises(UsageError, match="cannot be restarted now"):
         await rt.restart(pending)
+
+
+async def test_a_parent_cancelled_while_its_child_ran_restarts_with_a_child_of_its_own(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The old run's child reports to the old run only: the restarted run does not wait on
+    it but starts a child under its own id, and finishes with it. Before, the restart
+    copied child.started without its end, and the new run waited on the old child for good."""
+    parent = await rt.start("parent_of_waiting_wf")
+    await worker.drain()
+    [old_child] = (await rt.get_run(parent)).child_run_ids
+    await rt.cancel(parent)
+    again = await rt.restart(parent)
+    await worker.drain()
+    [new_child] = (await rt.get_run(again)).child_run_ids
+    assert new_child != old_child
+    [pending] = await rt.list_hooks(run_id=new_child)
+    await rt.resume_hook(pending.token, "go")
+    await worker.drain()
+    assert (await rt.get_run(again)).status is RunStatus.COMPLETED
+
+
+async def test_a_restarted_continued_run_does_not_name_the_old_successor(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A run that continued as new, restarted: its log keeps no workflow.continued of the
+    old run (which named the old successor); replayed, the new run continues to a
+    successor of its own. Before, its log held both, the first naming the old successor."""
+    first = await rt.start(endless_chat, 0, [])
+    await worker.drain()
+    await rt.resume_hook(make_token(first, "ask_turn-0.answer.0"), "hello")
+    await worker.drain()
+    old_successor = (await rt.get_run(first)).continued_to
+    again = await rt.restart(first)
+    await worker.drain()
+    continued = [e.data for e in await rt.events(again) if e.type == "workflow.continued"]
+    assert len(continued) == 1
+    assert continued[0]["continued_to"] == (await rt.get_run(again)).continued_to
+    assert continued[0]["continued_to"] not in (None, old_successor)
