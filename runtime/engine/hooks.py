@@ -5,11 +5,14 @@ dying in between leaves the asking to the re-execution, with a fresh deadline.""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from typing import Any
 
 import jsonschema
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from .. import _faults
 from .._codec import due_ms, dumps
@@ -86,6 +89,16 @@ def create_hook(
                 run_id=execution.run_id,
                 hook_id=hook_id,
             ) from None
+        unresolvable = _unresolvable_ref(schema)
+        if unresolvable is not None:
+            # Refused now: every answer would otherwise fail to validate (nothing is
+            # fetched from elsewhere), and the hook could only expire.
+            raise UsageError(
+                f"schema of hook {name!r} refers to {unresolvable!r}, which is not in it "
+                f"(a $ref must point inside the schema, e.g. '#/$defs/...')",
+                run_id=execution.run_id,
+                hook_id=hook_id,
+            )
     if prompt is None and schema is not None:
         prompt = schema.get("description") or schema.get("title")
     # Absent rather than null: a suspended run's bytes are the cost that matters.
@@ -120,3 +133,30 @@ def create_hook(
                 }
             )
         )
+
+
+_SCHEMA_URI = "urn:parley:hook-schema"
+
+
+def _unresolvable_ref(schema: dict[str, Any]) -> str | None:
+    """The first ``$ref`` of ``schema`` that does not resolve inside it, if any."""
+    registry = Registry().with_resource(_SCHEMA_URI, DRAFT202012.create_resource(schema))
+    resolver = registry.crawl().resolver(base_uri=_SCHEMA_URI)
+    for ref in _refs(schema):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            return ref
+    return None
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _refs(item)

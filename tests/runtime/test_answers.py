@@ -142,3 +142,54 @@ async def test_payload_limit_is_configurable(backend_url: str) -> None:
         with pytest.raises(PayloadTooLarge, match="limit is 100"):
             await rt.resume_hook(token, {"choice": "yes", "pad": "x" * 100})
         assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+
+
+@workflow(name="schema_of_caller_wf")
+async def schema_of_caller_wf(schema: dict[str, Any]) -> Any:
+    return await hook("decide", schema=schema)
+
+
+async def test_a_schema_whose_ref_points_nowhere_is_refused_when_the_hook_is_made(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A $ref that resolves nowhere in the schema (a typo, a URL: nothing is fetched) fails
+    the run clearly when the hook is made. Before, the hook was made and every answer to
+    it raised jsonschema's internal referencing error: it could only expire."""
+    for ref in ("#/$defs/missing", "https://example.com/choice.json"):
+        schema = {"type": "object", "properties": {"choice": {"$ref": ref}}}
+        run_id = await rt.start(schema_of_caller_wf, schema)
+        await worker.drain()
+        info = await rt.get_run(run_id)
+        assert info.status is RunStatus.FAILED and info.error is not None
+        assert info.error["type"] == "UsageError" and ref in info.error["message"]
+        assert await rt.list_hooks(run_id=run_id) == []
+    # a $ref inside the schema is fine
+    schema = {
+        "type": "object",
+        "properties": {"choice": {"$ref": "#/$defs/choice"}},
+        "$defs": {"choice": {"enum": ["yes", "no"]}},
+    }
+    run_id = await rt.start(schema_of_caller_wf, schema)
+    await worker.drain()
+    [pending] = await rt.list_hooks(run_id=run_id)
+    with pytest.raises(InvalidPayload, match="choice"):
+        await rt.resume_hook(pending.token, {"choice": "maybe"})
+    assert await rt.resume_hook(pending.token, {"choice": "yes"})
+
+
+async def test_an_answer_is_validated_as_it_is_stored(rt: Runtime, worker: Worker) -> None:
+    """From Python, a tuple is stored as an array and an int key as a string: the schema
+    judges that, not the Python object. Before, a tuple was refused as no array and
+    {1: "x"} passed a schema that the stored {"1": "x"} breaks."""
+    run_id = await rt.start(schema_of_caller_wf, {"type": "array"})
+    await worker.drain()
+    [pending] = await rt.list_hooks(run_id=run_id)
+    assert await rt.resume_hook(pending.token, ("a", "b"))
+    schema = {"type": "object", "properties": {"1": {"type": "integer"}}}
+    run_id = await rt.start(schema_of_caller_wf, schema)
+    await worker.drain()
+    [pending] = await rt.list_hooks(run_id=run_id)
+    before = await _snapshot(rt, run_id)
+    with pytest.raises(InvalidPayload):
+        await rt.resume_hook(pending.token, {1: "x"})
+    assert await _snapshot(rt, run_id) == before
