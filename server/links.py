@@ -69,6 +69,11 @@ REFUSALS: dict[str, tuple[int, str, str]] = {
     "expired": (410, "This question expired", "The time to answer it has passed."),
     "received": (409, "Already answered", "This question was already answered."),
     "cancelled": (410, "This question was withdrawn", "Its conversation was cancelled."),
+    "closed": (
+        410,
+        "This question was withdrawn",
+        "The conversation went on without it: it no longer takes answers.",
+    ),
     "finished": (410, "This conversation has ended", "The question no longer takes answers."),
     "not_found": (404, "Question not found", "The question no longer exists."),
 }
@@ -134,6 +139,7 @@ def _state_reason(hook: HookInfo | None) -> str | None:
         HookStatus.RECEIVED: "received",
         HookStatus.EXPIRED: "expired",
         HookStatus.CANCELLED: "cancelled",
+        HookStatus.CLOSED: "closed",
     }[hook.status]
 
 
@@ -175,6 +181,7 @@ REASON_BY_CODE = {
     "hook_already_answered": "received",
     "hook_expired": "expired",
     "hook_cancelled": "cancelled",
+    "hook_closed": "closed",
     "run_finished": "finished",
     "hook_not_found": "not_found",
     "run_not_found": "not_found",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime import STEP_HOOK_TIMEOUT, hook_url, step, step_hook, workflow
+from runtime import STEP_HOOK_TIMEOUT, first, hook, hook_url, step, step_hook, workflow
 
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -69,3 +69,9 @@ async def free_answer_step() -> Any:
 async def srv_free() -> Any:
     """A hook that takes any answer: only the payload limits stand guard."""
     return await free_answer_step()
+
+
+@workflow(name="srv_either")
+async def srv_either() -> Any:
+    """Two hooks, the first answered wins: the other is withdrawn."""
+    return await first(hook("yes", prompt="Yes?"), hook("no", prompt="No?"))

@@ -257,3 +257,25 @@ def test_answered_by_names_the_api_key_and_the_session(client: TestClient) -> No
         assert frame["type"] == "ack" and frame["recorded"] is True
     wait_run(client, run_id, lambda run: run["status"] == "completed")
     assert received(client, run_id)[0]["answered_by"] == f"session:{session}"
+
+
+def test_a_link_to_a_hook_another_wait_settled_says_it_was_withdrawn(
+    client: TestClient,
+) -> None:
+    """first() of two hooks, one answered: the other's link says the question was
+    withdrawn (410), as its answer does, and changes nothing. Before, its page failed with
+    a KeyError (a 500) and its answer came back as if the answer itself were wrong."""
+    r = client.post("/api/runs", json={"workflow": "srv_either"}, headers=AUTH)
+    assert r.status_code == 201, r.text
+    run_id = r.json()["run_id"]
+    run = wait_run(client, run_id, lambda run: len(run["pending_hooks"]) == 2)
+    tokens = {h["name"]: h["token"] for h in run["pending_hooks"]}
+    yes, no = (mint(client, tokens[name])["link"] for name in ("yes", "no"))
+    assert client.post(f"/a/{yes}", json={"payload": "yes"}).status_code == 200
+    wait_run(client, run_id, lambda run: run["status"] == "completed")
+    before = events(client, run_id)
+    page = client.get(f"/a/{no}")
+    assert page.status_code == 410 and "withdrawn" in page.text
+    r = client.post(f"/a/{no}", json={"payload": "no"})
+    assert (r.status_code, r.json()["error"], r.json()["reason"]) == (410, "hook_closed", "closed")
+    assert events(client, run_id) == before
