@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 
-from runtime import Worker
+from runtime import RunStatus, Runtime, Worker
 
 
 class running:
@@ -28,3 +28,17 @@ class running:
         self.worker.stop()
         assert self.task is not None
         await self.task
+
+
+async def finishes_with_a_child_of_its_own(
+    rt: Runtime, worker: Worker, run_id: str, old_child: str
+) -> None:
+    """``run_id`` (a parent_of_waiting_wf, tests/apps/children_app.py) waits on a child
+    other than ``old_child`` and completes once that child's hook is answered."""
+    await worker.drain()
+    [new_child] = (await rt.get_run(run_id)).child_run_ids
+    assert new_child != old_child
+    [pending] = await rt.list_hooks(run_id=new_child)
+    await rt.resume_hook(pending.token, "go")
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.COMPLETED

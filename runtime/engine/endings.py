@@ -60,7 +60,7 @@ class Endings(Writer):
         """End the run as ``continued``: its successor (id derived from this run's, same
         partition, session and tags) is created, enqueued and made the session's active
         run in the same atomic write; this run's pending hooks close like at any end."""
-        next_id = self.store.continued_run_id(self.run_id)
+        next_id = self.store.continued_run_id(self.run_id, self.index.origin)
         limit = self.limits.max_payload_bytes
         try:
             started, tags = successor_input(signal, self.index.tags, limit, self.run_id)

@@ -68,10 +68,15 @@ class ReplayIndex:
     messages: dict[str, list[Any]] = field(default_factory=dict)  # topic -> payloads
     children: dict[int, str] = field(default_factory=dict)  # child() position -> run id
     child_ends: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> end
+    # The id of the run's workflow.started: this incarnation of the run id (an id is free
+    # again once its run expired), which the ids of its children and successor derive from.
+    origin: str = ""
 
     def add(
         self, event_type: EventType | str, data: dict[str, Any], event_id: str | None = None
     ) -> None:
+        if event_type == EventType.WORKFLOW_STARTED and event_id is not None:
+            self.origin = event_id
         handler = _HANDLERS.get(event_type)
         if handler is not None:
             handler(self, data)

@@ -302,7 +302,7 @@ async def child(execution: Execution, workflow: str, started: bytes) -> Any:
     if child_id is None:
         if execution.dry_run:
             raise ReplayEnded(f"the child {workflow!r} is not in the recorded history")
-        child_id = execution.store.child_run_id(execution.run_id, position)
+        child_id = execution.store.child_run_id(execution.run_id, execution.index.origin, position)
         execution.record(
             EventType.CHILD_STARTED,
             {"seq": position, "child_run_id": child_id, "workflow": workflow},

@@ -252,13 +252,16 @@ class Store(Protocol):
         the runs are linked (``restarted_from`` / ``restarted_as``) and the new run gets
         ``tags`` (indexed); False when a run of that id exists."""
 
-    def child_run_id(self, parent_run_id: str, position: int) -> str:
+    def child_run_id(self, parent_run_id: str, origin: str, position: int) -> str:
         """The id of the child a run starts at ``position``: the same on every replay, next
-        to the parent (so the child's end reaches the parent's log in one step)."""
+        to the parent (so the child's end reaches the parent's log in one step). ``origin``
+        (the id of the run's workflow.started) tells this run from an earlier one of the
+        same id, whose children's ids must not be taken again."""
 
-    def continued_run_id(self, run_id: str) -> str:
+    def continued_run_id(self, run_id: str, origin: str) -> str:
         """The id of the run that continues ``run_id`` (continue_as_new): the same on every
-        replay, next to it (and so next to its session's messages)."""
+        replay, next to it (and so next to its session's messages); ``origin`` as for
+        :meth:`child_run_id`."""
 
     def fits_session(self, run_id: str, session: str) -> bool:
         """Whether a run of this id can be bound to ``session``."""

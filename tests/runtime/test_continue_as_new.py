@@ -24,6 +24,9 @@ from runtime import (
 )
 from runtime import workflow as workflow_
 from runtime.ids import make_token
+from tests.apps import children_app  # noqa: F401  # parent_of_waiting_wf
+from tests.helpers import finishes_with_a_child_of_its_own
+from tests.raw_redis import raw
 
 
 @step
@@ -121,3 +124,45 @@ def _running(worker: Worker) -> Any:
     from tests.helpers import running
 
     return running(worker)
+
+
+async def _expire(rt: Runtime, run_id: str) -> None:
+    """As if the run's retention had passed: its keys are gone, its id free again."""
+    client = raw(rt).client
+    for key in await client.keys(f"*:run:{run_id}*"):
+        await client.delete(key)
+
+
+async def test_a_run_id_used_again_continues_into_a_successor_of_its_own(rt: Runtime) -> None:
+    """conv-1 continued to B and expired while B lives on; a new conv-1 continues into a
+    new successor, not into B. Before, the successor's id derived from the run id alone:
+    B's, whose creation then failed, and the new conv-1 ended 'continued' into the old
+    conversation."""
+    worker = Worker(rt)
+    first = await rt.start(endless_chat, 0, [], run_id="conv-1")
+    await worker.drain()
+    await _answer(rt, first, "hello", worker)
+    old_successor = (await rt.get_run(first)).continued_to
+    assert old_successor is not None
+    await _expire(rt, first)
+    again = await rt.start(endless_chat, 100, ["new"], run_id="conv-1")
+    await worker.drain()
+    await _answer(rt, again, "hi again", worker)
+    successor = (await rt.get_run(again)).continued_to
+    assert successor not in (None, old_successor)
+    assert (await rt.get_run(successor)).continued_from == "conv-1"
+    assert (await rt.events(successor))[0].data["args"] == [101, ["new", "hi again"]]
+    assert (await rt.events(old_successor))[0].data["args"] == [1, ["hello"]]  # untouched
+
+
+async def test_a_run_id_used_again_starts_children_of_its_own(rt: Runtime) -> None:
+    """The same for a child: the new parent-1 starts its own child, not the earlier
+    parent-1's (cancelled with it and still kept)."""
+    worker = Worker(rt)
+    parent = await rt.start("parent_of_waiting_wf", run_id="parent-1")
+    await worker.drain()
+    [old_child] = (await rt.get_run(parent)).child_run_ids
+    await rt.cancel(parent)
+    await _expire(rt, parent)
+    again = await rt.start("parent_of_waiting_wf", run_id="parent-1")
+    await finishes_with_a_child_of_its_own(rt, worker, again, old_child)

@@ -10,6 +10,7 @@ import pytest
 from runtime import RunStatus, Runtime, UsageError, Worker, hook, step, workflow
 from runtime.ids import make_token
 from tests.apps import children_app  # noqa: F401  # parent_of_waiting_wf
+from tests.helpers import finishes_with_a_child_of_its_own
 from tests.runtime.test_continue_as_new import endless_chat
 
 ran: Counter[str] = Counter()
@@ -119,13 +120,7 @@ async def test_a_parent_cancelled_while_its_child_ran_restarts_with_a_child_of_i
     [old_child] = (await rt.get_run(parent)).child_run_ids
     await rt.cancel(parent)
     again = await rt.restart(parent)
-    await worker.drain()
-    [new_child] = (await rt.get_run(again)).child_run_ids
-    assert new_child != old_child
-    [pending] = await rt.list_hooks(run_id=new_child)
-    await rt.resume_hook(pending.token, "go")
-    await worker.drain()
-    assert (await rt.get_run(again)).status is RunStatus.COMPLETED
+    await finishes_with_a_child_of_its_own(rt, worker, again, old_child)
 
 
 async def test_a_restarted_continued_run_does_not_name_the_old_successor(

@@ -214,18 +214,22 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         )
         return bool(created)
 
-    def child_run_id(self, parent_run_id: str, position: int) -> str:
-        return self._derived_id(parent_run_id, f"child\x00{position}")
+    def child_run_id(self, parent_run_id: str, origin: str, position: int) -> str:
+        return self._derived_id(parent_run_id, origin, f"child\x00{position}")
 
-    def continued_run_id(self, run_id: str) -> str:
-        return self._derived_id(run_id, "continued")
+    def continued_run_id(self, run_id: str, origin: str) -> str:
+        return self._derived_id(run_id, origin, "continued")
 
-    def _derived_id(self, run_id: str, what: str) -> str:
-        """A run id derived from ``run_id`` (the same every time: a retried write creates
-        the run once), in its partition."""
+    def _derived_id(self, run_id: str, origin: str, what: str) -> str:
+        """A run id derived from ``run_id`` and its ``origin`` (the same every time: a
+        retried write creates the run once), in its partition. Race closed: a run id used
+        again after its run expired derived the ids of the earlier run's children and
+        successor, which may still live (a successor is a new run, kept for the
+        retention after its own end): creating them failed, and the run ended continued
+        into the earlier conversation, or waited on a stranger's child."""
         partition = _keys.partition_of(run_id, self.partitions)
         for n in itertools.count():
-            seed = f"{run_id}\x00{what}\x00{n}".encode()
+            seed = f"{run_id}\x00{origin}\x00{what}\x00{n}".encode()
             candidate = "r-" + hashlib.sha256(seed).hexdigest()[:24]
             if _keys.partition_of(candidate, self.partitions) == partition:
                 return candidate

@@ -33,6 +33,7 @@ FIELDS = (
     "children",
     "child_ends",
     "tags",
+    "origin",
 )
 
 
@@ -73,6 +74,15 @@ def test_workflow_started_sets_args_and_kwargs() -> None:
     assert index.args == [1, "two"]
     assert index.kwargs == {"x": 3}
     assert _only_changed(index) == {"args", "kwargs"}
+
+
+def test_the_origin_is_the_id_of_workflow_started() -> None:
+    """What tells this run from an earlier run of the same id (their derived ids differ)."""
+    index = ReplayIndex()
+    index.add(EventType.WORKFLOW_STARTED, {"args": []}, "1700000000000-0")
+    assert index.origin == "1700000000000-0"
+    index.add(EventType.STEP_STARTED, {"step_id": "s-0", "name": "s", "seq": 0}, "1700000000001-0")
+    assert index.origin == "1700000000000-0"
 
 
 def test_workflow_started_without_kwargs_or_args() -> None:
