@@ -176,3 +176,23 @@ async def test_expired_runs_leave_the_index(backend_url: str) -> None:
         assert await _ids(rt, "customer:acme") == []  # its hash is gone: skipped
         new = await rt.start(tagged_wf, "low", tags={"customer": "acme"})  # prunes
         assert [_text(m) for m in await store.client.zrange(index, 0, -1)] == [new]
+
+
+async def test_a_run_id_used_again_stays_listed_under_its_tags(backend_url: str) -> None:
+    """order-1 ends, its keys expire, and a new order-1 is tagged partly like it; pruning
+    the earlier run's index entries keeps the new run's. Before, the prune removed the id
+    from every tag the earlier run had: the new run was missing from those listings for
+    its whole life. A tag only the earlier run had is still dropped."""
+    async with Runtime(backend_url, partitions=1, retention=1) as rt:
+        old_tags = {"customer": "acme", "tier": "gold"}
+        old = await rt.start(tagged_wf, "low", run_id="order-1", tags=old_tags)
+        await rt.cancel(old)
+        await asyncio.sleep(1.2)  # the earlier run's keys expire; its tag-ends entry is due
+        new_tags = {"customer": "acme", "team": "b"}
+        new = await rt.start(tagged_wf, "low", run_id="order-1", tags=new_tags)  # prunes
+        assert new == old
+        assert await _ids(rt, "customer:acme") == ["order-1"]
+        assert await _ids(rt, "team:b") == ["order-1"]
+        store = raw(rt)
+        assert await store.client.zcard(store.keys.key("tag", 0, tag="tier=gold")) == 0
+        assert await store.client.zcard(store.keys.key("tag_ends", 0)) == 0

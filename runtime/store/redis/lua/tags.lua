@@ -10,16 +10,34 @@ local function tag_name(key, value)
   return key .. TAG_SEP .. value
 end
 
+-- The tags of a later run of `run_id`, as a set of names: none when the id's hash is gone
+-- or expires now (the ended run itself). Race closed: an id is free again once its run's
+-- keys expired; a new run of it was indexed under its tags, and pruning the earlier run
+-- removed the id from those same tags: the new run was missing from every listing by tag.
+local function later_run_tags(prefix, run_id)
+  local run_key = key_run(prefix, run_id)
+  local ttl = redis.call('PTTL', run_key)
+  local names = {}
+  if ttl == -1 or ttl > 0 then
+    local tags_json = redis.call('HGET', run_key, 'tags')
+    if tags_json then
+      for key, value in pairs(cjson.decode(tags_json)) do names[tag_name(key, value)] = true end
+    end
+  end
+  return names
+end
+
 -- Drop from the index up to TAG_PRUNE_LIMIT ended runs whose keys have expired by `now`.
 local function prune_tags(prefix, now)
   local ends = key_tag_ends(prefix)
   local gone = redis.call('ZRANGEBYSCORE', ends, '-inf', now, 'LIMIT', 0, TAG_PRUNE_LIMIT)
   for _, member in ipairs(gone) do
-    local run_id = nil
+    local run_id, kept = nil, nil
     for part in string.gmatch(member, '[^' .. TAG_LIST_SEP .. ']+') do
       if run_id == nil then
         run_id = part
-      else
+        kept = later_run_tags(prefix, run_id)
+      elseif not kept[part] then
         redis.call('ZREM', key_tag(prefix, part), run_id)
       end
     end
