@@ -3,8 +3,11 @@ back, cancel propagated, parent/child links shown."""
 
 from __future__ import annotations
 
-from runtime import RunStatus, Runtime, Worker
+import asyncio
+
+from runtime import RunStatus, Runtime, Worker, child, first, sleep, workflow
 from tests.apps import children_app  # noqa: F401  (registers the workflows)
+from tests.raw_redis import raw
 
 
 async def test_a_parent_gets_its_childrens_results(rt: Runtime, worker: Worker) -> None:
@@ -68,3 +71,31 @@ async def test_the_cli_and_the_api_show_the_links(rt: Runtime, worker: Worker) -
     assert len(shown["child_run_ids"]) == 2 and shown["parent_run_id"] is None
     kid = (await rt.get_run(shown["child_run_ids"][0])).to_json()
     assert kid["parent_run_id"] == parent
+
+
+@workflow(name="racing_parent_wf")
+async def racing_parent_wf() -> int:
+    which, _ = await first(child("waiting_kid_wf"), sleep(0.2))
+    return which
+
+
+async def test_a_child_still_running_when_its_parent_ends_is_cancelled(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A sleep wins the parent's first() over its child, and the parent completes: the
+    child, still waiting on its hook, is cancelled with it (its hook too), and compacted.
+    Before, it stayed suspended for good with its prompt pending, out of reach through the
+    ended parent."""
+    parent = await rt.start(racing_parent_wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.drain()
+    assert await rt.wait(parent, timeout=5) == 1
+    [kid] = (await rt.get_run(parent)).child_run_ids
+    info = await rt.get_run(kid)
+    assert info.status is RunStatus.CANCELLED
+    assert [h.status.value for h in info.hooks] == ["cancelled"]
+    assert await rt.list_hooks(run_id=kid) == []
+    cancelled = [e.data for e in await rt.events(kid) if e.type == "workflow.cancelled"]
+    assert cancelled == [{"reason": "its parent run ended (completed)"}]
+    assert await raw(rt).flush_compactions() == 2  # the parent and the child

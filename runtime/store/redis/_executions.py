@@ -224,6 +224,8 @@ class ExecutionStore(CompactionStore):
             return Applied(ApplyOutcome.LIMIT)
         if finish is not None and finish.status in FINISHED_STATUSES:  # the run ended
             self._compact_later(run_id)
+            for child in reply[3] if len(reply) > 3 else ():  # its children that ended with it
+                self._compact_later(_decode.text(child))
         return Applied(
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
             last_id=reply[1].decode() or None,

@@ -22,7 +22,8 @@
 --   now, retention and known are strings: passed on to Redis as they are (a Lua number
 --   given to redis.call is formatted with snprintf on every call).
 --   Ops are arrays built by runtime/store/redis/__init__.py from runtime/store/writes.py.
--- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events}.
+-- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events}
+--   (and, when the run ended, the ids of the children that ended with it).
 local keys = run_keys()
 local req = cjson.decode(ARGV[1])
 
@@ -234,6 +235,18 @@ else
     event_count())
   redis.call('HINCRBY', keys.stats, finish.status, '1')
   if finish.notify then child_ended(keys.prefix, keys.run, finish.notify) end
-  end_run(keys.prefix, keys.run_id, keys, session, req.retention, run_tags, req.now)
+  if end_run(keys.prefix, keys.run_id, keys, session, req.retention, run_tags, req.now) then
+    -- Its children still running end with it, cancelled (as a cancel of the run would end
+    -- them). Race closed: a run that ended while a child ran (a first() that a sleep won,
+    -- a failure in a parallel branch) left the child running for good: its prompt kept its
+    -- session's messages from expiring, and nothing could reach it through its parent.
+    local ended = {}
+    local reason = cjson.encode({reason = 'its parent run ended (' .. finish.status .. ')'})
+    for _, child in ipairs(redis.call('SMEMBERS', key_children(keys.prefix, keys.run_id))) do
+      cancel_run(keys.prefix, child, child_keys(keys.prefix, child, keys), req.now,
+        req.retention, reason, false, ended)
+    end
+    return {'ok', last, arrived, ended}
+  end
 end
 return {'ok', last, arrived}

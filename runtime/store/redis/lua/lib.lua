@@ -167,10 +167,11 @@ end
 -- A run ended (finished or cancelled): its checkpoints and its timers go, its pending hooks
 -- close, and its keys expire together after the retention; the session's messages too,
 -- unless another of its runs still has a prompt pending. A tagged run (`tags`: its JSON,
--- false when untagged) leaves the tag index when its keys expire (lua/tags.lua).
+-- false when untagged) leaves the tag index when its keys expire (lua/tags.lua). Returns
+-- whether the run ever started a child (child()).
 local function end_run(prefix, run_id, keys, session, ttl, tags, now)
   redis.call('DEL', keys.ckpt, key_inbox(prefix, run_id))
-  redis.call('EXPIRE', key_children(prefix, run_id), ttl)
+  local had_children = redis.call('EXPIRE', key_children(prefix, run_id), ttl) == 1
   local timers = run_timers(keys.run)
   if #timers > 0 then
     redis.call('ZREM', keys.deadlines, unpack(timers))
@@ -187,6 +188,7 @@ local function end_run(prefix, run_id, keys, session, ttl, tags, now)
     if left <= 0 then redis.call('EXPIRE', key_outbox(prefix, session), ttl) end
   end
   if tags then tags_ended(prefix, run_id, tags, now, ttl) end
+  return had_children
 end
 
 -- A run that has a parent (it was started by child()) ended: the parent's log learns it
@@ -202,6 +204,48 @@ local function child_ended(prefix, run_key, data)
     redis.call('HSET', parent_key, 'status', STATUS.pending)
     redis.call('HINCRBY', key_stats(prefix), STATUS.suspended, '-1')
     enqueue(key_tasks(prefix), parent, ps[2])
+  end
+end
+
+-- The keys of a child run (in its parent's partition: the partition's keys are the
+-- parent's), as run_keys() gives a script's own.
+local function child_keys(prefix, child, parent_keys)
+  return {
+    run = key_run(prefix, child), events = key_events(prefix, child),
+    ckpt = key_ckpt(prefix, child), hooks = key_hooks(prefix, child),
+    tasks = parent_keys.tasks, deadlines = parent_keys.deadlines,
+    pending = parent_keys.pending, stats = parent_keys.stats}
+end
+
+-- Cancel run `id` (`run_keys_of`: its keys) if it has not finished, and the runs it started
+-- (child()), depth first; appends each id it ended to `ended`. `event` is the data of
+-- their workflow.cancelled, `message` what their sessions are told (false: a status
+-- message naming each run).
+local function cancel_run(prefix, id, run_keys_of, now, ttl, event, message, ended)
+  local rs = redis.call('HMGET', run_keys_of.run, 'status', 'msg', 'session', 'ver', 'tags')
+  local status, msg, session = rs[1], rs[2], rs[3]
+  if not status or FINISHED[status] then return end
+  redis.call('HINCRBY', run_keys_of.run, 'fence', 1)
+  redis.call('HSET', run_keys_of.run, 'status', STATUS.cancelled, 'ended', now)
+  if status == STATUS.suspended or status == STATUS.blocked or status == STATUS.parked then
+    redis.call('HINCRBY', run_keys_of.stats, status, -1)
+  end
+  if status == STATUS.parked then redis.call('SREM', key_parked(prefix, rs[4]), id) end
+  redis.call('HINCRBY', run_keys_of.stats, STATUS.cancelled, 1)
+  redis.call('HDEL', run_keys_of.run, 'owner', 'lease', 'msg')
+  if msg then ack_task(run_keys_of.tasks, msg) end
+  append_event(run_keys_of.run, run_keys_of.events, EVENT.workflow_cancelled, event)
+  if session and session ~= '' then
+    post(prefix, session,
+      message or cjson.encode({type = 'status', status = STATUS.cancelled, run_id = id}), ttl)
+  end
+  child_ended(prefix, run_keys_of.run,
+    cjson.encode({child_run_id = id, status = STATUS.cancelled}))
+  end_run(prefix, id, run_keys_of, session, ttl, rs[5], now)
+  ended[#ended + 1] = id
+  for _, child in ipairs(redis.call('SMEMBERS', key_children(prefix, id))) do
+    cancel_run(prefix, child, child_keys(prefix, child, run_keys_of), now, ttl, event, message,
+      ended)
   end
 end
 
