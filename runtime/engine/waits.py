@@ -245,6 +245,13 @@ async def first_of(execution: Execution, waits: list[Coroutine[Any, Any, Any]]) 
     winner = index.firsts.get(position)
     if winner is None:
         if not finished:
+            hooks = [
+                boxes[i][-1] for i in pending if boxes[i] and boxes[i][-1] in index.hooks_created
+            ]
+            if len(hooks) > 1:
+                # the store withdraws the others when one is answered or expires, before
+                # any worker replays this decision (a second answer meanwhile is refused)
+                execution.writes.first_group(hooks)
             raise next(iter(pending.values()))  # the run waits on all of them
         never = (1 << 62, 0)
         winner = min(finished, key=lambda i: min(_ends(index, boxes[i]), default=never))

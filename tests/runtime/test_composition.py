@@ -23,6 +23,7 @@ from runtime import (
 )
 from runtime.errors import StoreUnavailable
 from runtime.store.redis._executions import ExecutionStore
+from tests.raw_redis import raw
 from tests.runtime.conftest import EventCountCheck
 
 
@@ -124,13 +125,16 @@ async def test_first_returns_the_wait_that_finished_and_closes_the_others(
 async def test_when_two_finished_the_first_recorded_wins_on_every_replay(
     rt: Runtime, worker: Worker
 ) -> None:
+    # Two hooks cannot both finish (the first answered withdraws the other: the test
+    # below); a timer and an answer can, and the one recorded first wins.
     run_id = await rt.start(first_wf)
     await worker.drain()
     hooks = {h.name: h for h in await rt.list_hooks(run_id=run_id)}
-    await rt.resume_hook(hooks["reject"].token, "no")  # first
-    await rt.resume_hook(hooks["approve"].token, "yes")  # then, before any worker ran
+    await asyncio.sleep(1.05)
+    await raw(rt).fire_due(limit=10)  # the timer fires first
+    await rt.resume_hook(hooks["reject"].token, "no")  # then, before any worker ran
     await worker.drain()
-    assert await rt.wait(run_id, timeout=5) == [1, "no"]
+    assert await rt.wait(run_id, timeout=5) == [2, None]
 
 
 @workflow(name="raced_wf")
@@ -265,3 +269,45 @@ async def test_an_outage_in_a_losing_branch_of_first_ends_the_execution(
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == [41, 0, "yes"]
     assert recorded_runs == ["recorded_step"] * 2  # its first result was never durable
+
+
+async def test_a_second_answer_to_a_first_is_refused_before_any_worker_decides(
+    rt: Runtime, worker: Worker
+) -> None:
+    """Two hooks of one first(): the first answered withdraws the other in the same step,
+    so a second answer before any worker ran is refused (HookClosed) and changes nothing.
+    Before, both were accepted, the run used the first, and the second stayed "received",
+    acknowledged and never used."""
+    run_id = await rt.start(first_wf)
+    await worker.drain()
+    hooks = {h.name: h for h in await rt.list_hooks(run_id=run_id)}
+    assert await rt.resume_hook(hooks["reject"].token, "no")
+    before = await rt.events(run_id)
+    with pytest.raises(HookClosed):
+        await rt.resume_hook(hooks["approve"].token, "yes")
+    assert await rt.events(run_id) == before
+    assert [h.name for h in await rt.list_hooks(run_id=run_id)] == []
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [1, "no"]
+    after = {h.name: h.status.value for h in await rt.list_hooks(None, run_id=run_id)}
+    assert after == {"approve": "closed", "reject": "received"}
+
+
+@workflow(name="first_of_expiring_wf")
+async def first_of_expiring_wf() -> list[Any]:
+    which, value = await first(hook("soon", timeout="50ms", on_timeout="return"), hook("later"))
+    return [which, repr(value)]
+
+
+async def test_an_expiry_in_a_first_withdraws_the_other_hooks(rt: Runtime, worker: Worker) -> None:
+    """The same when the first to finish is a hook's expiry: the other hook no longer
+    takes an answer, whether or not a worker has run since."""
+    run_id = await rt.start(first_of_expiring_wf)
+    await worker.drain()
+    [later] = [h for h in await rt.list_hooks(run_id=run_id) if h.name == "later"]
+    await asyncio.sleep(0.1)
+    await raw(rt).fire_due(limit=10)  # the expiry, before any worker runs
+    with pytest.raises(HookClosed):
+        await rt.resume_hook(later.token, "too late")
+    await worker.drain()
+    assert (await rt.wait(run_id, timeout=5))[0] == 0

@@ -24,6 +24,9 @@ STATE_LETTERS = {
 }
 _STATE_BY_LETTER = {ord(letter): state for state, letter in STATE_LETTERS.items()}
 DIGEST_SUFFIX = "!p"
+# Under ``<hook_id>!f``: the hooks of the first() this hook is a branch of, as
+# ``=<hook id>,<hook id>...`` (the ``=`` keeps it from reading as a record's state letter).
+FIRST_SUFFIX = "!f"
 
 
 def encode_pending(meta: dict[str, Any], *, validated: bool) -> str:
@@ -61,5 +64,5 @@ def decode_all(run_id: str, hooks: dict[bytes, bytes], session: str | None) -> l
     return [
         decode(run_id, field.decode(), value, session)
         for field, value in sorted(hooks.items())
-        if not field.endswith(DIGEST_SUFFIX.encode())
+        if not field.endswith((DIGEST_SUFFIX.encode(), FIRST_SUFFIX.encode()))
     ]

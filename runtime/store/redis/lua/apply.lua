@@ -146,16 +146,13 @@ local function apply(ops)
     elseif kind == 'close_hook' then
       -- {'close_hook', hook id, token}: withdrawn, if still pending (an answer that got in
       -- first stays; first() already decided by then)
-      local record = redis.call('HGET', keys.hooks, op[2])
-      if record and hook_state(record) == HOOK_PENDING then
-        redis.call('HSET', keys.hooks, op[2], with_hook_state(record, HOOK_CLOSED))
-        redis.call('SREM', keys.pending, op[3])
-        redis.call('ZREM', keys.deadlines, deadline_member(keys.run_id, 'h', op[2]))
-        if outbox then
-          unwait(key_waiting(keys.prefix), session, 1)
-          post(keys.prefix, session,
-            cjson.encode({type = 'closed', run_id = keys.run_id, token = op[3]}), req.retention)
-        end
+      withdraw_hook(keys.prefix, keys.run_id, keys.hooks, keys.pending, keys.deadlines,
+        session, op[2], req.retention)
+    elseif kind == 'first_group' then
+      -- {'first_group', '=<hook id>,<hook id>...'}: hooks one first() waits on; the first
+      -- answered or expired withdraws the others (settle_first, lua/resume.lua, FIRE_DUE)
+      for hook_id in string.gmatch(string.sub(op[2], 2), '[^,]+') do
+        redis.call('HSET', keys.hooks, hook_id .. FIRST_SUFFIX, op[2])
       end
     elseif kind == 'cancel_timer' then
       local member = deadline_member(keys.run_id, 't', op[2])

@@ -55,6 +55,7 @@ local function fire(deadlines_key, tasks_key, pending_key, stats_key, prefix)
           redis.call('SREM', pending_key, run_id .. ':' .. id)
           append_event(run_key, key_events(prefix, run_id), EVENT.hook_expired,
             cjson.encode({hook_id = id}))
+          settle_first(prefix, run_id, hooks_key, pending_key, deadlines_key, session, id, false)
           if session and session ~= '' then
             unwait(key_waiting(prefix), session, 1)
             -- trimmed only: the run it wakes sets the expiry when it writes or ends

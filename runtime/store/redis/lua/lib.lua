@@ -111,7 +111,8 @@ local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id
   for j = 1, #hooks, 2 do
     local hook_id, record = hooks[j], hooks[j + 1]
     if hook_state(record) == HOOK_PENDING
-        and not string.find(hook_id, DIGEST_SUFFIX, 1, true) then
+        and not string.find(hook_id, DIGEST_SUFFIX, 1, true)
+        and not string.find(hook_id, FIRST_SUFFIX, 1, true) then
       redis.call('HSET', hooks_key, hook_id, with_hook_state(record, HOOK_CANCELLED))
       redis.call('SREM', pending_key, run_id .. ':' .. hook_id)
       redis.call('ZREM', deadlines_key, deadline_member(run_id, 'h', hook_id))
@@ -119,6 +120,40 @@ local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id
     end
   end
   return closed
+end
+
+-- Withdraw hook `hook_id` of run `run_id` if still pending: closed, out of the pending
+-- index, its deadline gone, its session told (`ttl`: the outbox's expiry, false to leave
+-- it). Returns whether it was pending.
+local function withdraw_hook(prefix, run_id, hooks_key, pending_key, deadlines_key, session,
+    hook_id, ttl)
+  local record = redis.call('HGET', hooks_key, hook_id)
+  if not (record and hook_state(record) == HOOK_PENDING) then return false end
+  local token = run_id .. ':' .. hook_id
+  redis.call('HSET', hooks_key, hook_id, with_hook_state(record, HOOK_CLOSED))
+  redis.call('SREM', pending_key, token)
+  redis.call('ZREM', deadlines_key, deadline_member(run_id, 'h', hook_id))
+  if session and session ~= '' then
+    unwait(key_waiting(prefix), session, 1)
+    post(prefix, session, cjson.encode({type = 'closed', run_id = run_id, token = token}), ttl)
+  end
+  return true
+end
+
+-- Hook `hook_id` was answered or expired: the other hooks of its first(), if it is a
+-- branch of one, are withdrawn in the same script. Race closed: two hooks of one first()
+-- answered before a worker applied the decision: both answers were accepted, the run used
+-- the first, and the second stayed "received", acknowledged and never used.
+local function settle_first(prefix, run_id, hooks_key, pending_key, deadlines_key, session,
+    hook_id, ttl)
+  local group = redis.call('HGET', hooks_key, hook_id .. FIRST_SUFFIX)
+  if not group then return end
+  for sibling in string.gmatch(string.sub(group, 2), '[^,]+') do
+    if sibling ~= hook_id then
+      withdraw_hook(prefix, run_id, hooks_key, pending_key, deadlines_key, session, sibling,
+        ttl)
+    end
+  end
 end
 
 -- The run's pending timers (sleeps, retry backoffs) by their deadline members: field 'dl'

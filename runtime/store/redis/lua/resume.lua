@@ -57,6 +57,7 @@ if session and session ~= '' then
   -- every page of the session learns the prompt was answered, in the same atomic step
   post(prefix, session, announcement, ttl)
 end
+settle_first(prefix, run_id, keys.hooks, keys.pending, keys.deadlines, session, hook_id, ttl)
 if status == STATUS.suspended then
   redis.call('HSET', keys.run, 'status', STATUS.pending)
   redis.call('HINCRBY', keys.stats, STATUS.suspended, '-1')
