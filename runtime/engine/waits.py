@@ -206,10 +206,15 @@ async def post(execution: Execution, message: dict[str, Any]) -> str | None:
         raise Abort(exc) from exc
 
 
-async def first_of(execution: Execution, waits: list[Coroutine[Any, Any, Any]]) -> tuple[int, Any]:
+async def first_of(
+    execution: Execution,
+    waits: list[Coroutine[Any, Any, Any]],
+    bare_hooks: list[bool] | None = None,
+) -> tuple[int, Any]:
     """The first of ``waits`` to finish (by the order the log recorded their answers,
     expiries and timers), and its value; the others are withdrawn durably. Until one
-    finishes, the run suspends on all of them."""
+    finishes, the run suspends on all of them. ``bare_hooks`` says which waits are a
+    hook() alone (finished when their hook is answered or expires)."""
     position, _recorded = execution.check_call("first")
     boxes: list[list[str]] = []
     tasks = []
@@ -246,7 +251,12 @@ async def first_of(execution: Execution, waits: list[Coroutine[Any, Any, Any]]) 
     if winner is None:
         if not finished:
             hooks = [
-                boxes[i][-1] for i in pending if boxes[i] and boxes[i][-1] in index.hooks_created
+                boxes[i][0]
+                for i in pending
+                if bare_hooks is not None
+                and bare_hooks[i]
+                and len(boxes[i]) == 1
+                and boxes[i][0] in index.hooks_created
             ]
             if len(hooks) > 1:
                 # the store withdraws the others when one is answered or expires, before

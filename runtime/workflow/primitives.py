@@ -156,7 +156,10 @@ async def first(*candidates: Coroutine[Any, Any, Any]) -> tuple[int, Any]:
             f"yet; got {[type(w).__name__ for w in candidates]}",
             run_id=execution.run_id,
         )
-    return await waits.first_of(execution, list(candidates))
+    # Only a branch that is a bare hook() finishes when its hook is answered or expires:
+    # those hooks are grouped in the store (one answered withdraws the others at once).
+    bare_hooks = [getattr(w, "cr_code", None) is hook.__code__ for w in candidates]
+    return await waits.first_of(execution, list(candidates), bare_hooks)
 
 
 async def child(workflow: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
