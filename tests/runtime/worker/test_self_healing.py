@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -83,6 +84,13 @@ async def sleepy_wf() -> str:
     return "woke"
 
 
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.01)
+
+
 async def test_supervise_restarts_a_loop_that_raises_or_ends(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -101,10 +109,7 @@ async def test_supervise_restarts_a_loop_that_raises_or_ends(
 
     with caplog.at_level(logging.INFO, logger="parley.worker"):
         task = asyncio.create_task(supervise("test loop", loop, stopping, metrics))
-        deadline = time.monotonic() + 5
-        while calls < 3:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        await _until(lambda: calls >= 3, "the loop was not restarted twice")
         stopping.set()
         await asyncio.wait_for(task, 5)
     assert calls == 3
@@ -137,10 +142,7 @@ async def test_supervise_restarts_a_loop_that_caught_a_cancellation_not_its_own(
 
     with caplog.at_level(logging.INFO, logger="parley.worker"):
         task = asyncio.create_task(supervise("test loop", loop, stopping, metrics))
-        deadline = time.monotonic() + 5
-        while calls < 2:
-            assert time.monotonic() < deadline, "the loop was not restarted"
-            await asyncio.sleep(0.01)
+        await _until(lambda: calls >= 2, "the loop was not restarted")
         assert not task.done()
         task.cancel()  # its own cancellation ends it
         with pytest.raises(asyncio.CancelledError):
