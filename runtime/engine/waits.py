@@ -6,7 +6,7 @@ replayed from the index, what is recorded, and when the run suspends. The public
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, Final, Literal
@@ -209,7 +209,7 @@ async def post(execution: Execution, message: dict[str, Any]) -> str | None:
 async def first_of(
     execution: Execution,
     waits: list[Coroutine[Any, Any, Any]],
-    bare_hooks: list[bool] | None = None,
+    bare_hooks: Sequence[bool] = (),
 ) -> tuple[int, Any]:
     """The first of ``waits`` to finish (by the order the log recorded their answers,
     expiries and timers), and its value; the others are withdrawn durably. Until one
@@ -231,16 +231,12 @@ async def first_of(
     # another and its signal was dropped; the execution went on as if its write had been
     # applied and suspended cleanly, leaving the log without events the index had (a
     # step's result, run again by the next worker).
-    signals = [
-        exc
-        for exc in (task.exception() for task in tasks)
-        if exc is not None and not isinstance(exc, Exception | Suspend)
-    ]
-    if signals:
-        raise signals[0]
+    outcomes = [task.exception() for task in tasks]
+    for exc in outcomes:
+        if exc is not None and not isinstance(exc, Exception | Suspend):
+            raise exc
     finished, pending = [], {}
-    for i, task in enumerate(tasks):
-        exc = task.exception()
+    for i, exc in enumerate(outcomes):
         if isinstance(exc, Suspend):
             exc.consumed = True
             pending[i] = exc
@@ -250,14 +246,7 @@ async def first_of(
     winner = index.firsts.get(position)
     if winner is None:
         if not finished:
-            hooks = [
-                boxes[i][0]
-                for i in pending
-                if bare_hooks is not None
-                and bare_hooks[i]
-                and len(boxes[i]) == 1
-                and boxes[i][0] in index.hooks_created
-            ]
+            hooks = [boxes[i][0] for i in pending if bare_hooks and bare_hooks[i]]
             if len(hooks) > 1:
                 # the store withdraws the others when one is answered or expires, before
                 # any worker replays this decision (a second answer meanwhile is refused)
