@@ -103,19 +103,25 @@ local function unwait(waiting, session, n)
   return left
 end
 
+-- A pending hook (`record`) ends in `state`: out of the pending index, its deadline gone.
+local function retire_hook(hooks_key, pending_key, deadlines_key, run_id, hook_id, record, state)
+  redis.call('HSET', hooks_key, hook_id, with_hook_state(record, state))
+  redis.call('SREM', pending_key, run_id .. ':' .. hook_id)
+  redis.call('ZREM', deadlines_key, deadline_member(run_id, 'h', hook_id))
+end
+
 -- Close every pending hook of a run, with its pending-index entry and its deadline, so
--- nothing of them outlives the run. Returns how many were closed.
+-- nothing of them outlives the run. Returns how many were closed. (A first() group's field
+-- begins with '=', never a pending record's letter.)
 local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id)
   local hooks = redis.call('HGETALL', hooks_key)
   local closed = 0
   for j = 1, #hooks, 2 do
     local hook_id, record = hooks[j], hooks[j + 1]
     if hook_state(record) == HOOK_PENDING
-        and not string.find(hook_id, DIGEST_SUFFIX, 1, true)
-        and not string.find(hook_id, FIRST_SUFFIX, 1, true) then
-      redis.call('HSET', hooks_key, hook_id, with_hook_state(record, HOOK_CANCELLED))
-      redis.call('SREM', pending_key, run_id .. ':' .. hook_id)
-      redis.call('ZREM', deadlines_key, deadline_member(run_id, 'h', hook_id))
+        and not string.find(hook_id, DIGEST_SUFFIX, 1, true) then
+      retire_hook(hooks_key, pending_key, deadlines_key, run_id, hook_id, record,
+        HOOK_CANCELLED)
       closed = closed + 1
     end
   end
@@ -124,20 +130,17 @@ end
 
 -- Withdraw hook `hook_id` of run `run_id` if still pending: closed, out of the pending
 -- index, its deadline gone, its session told (`ttl`: the outbox's expiry, false to leave
--- it). Returns whether it was pending.
+-- it).
 local function withdraw_hook(prefix, run_id, hooks_key, pending_key, deadlines_key, session,
     hook_id, ttl)
   local record = redis.call('HGET', hooks_key, hook_id)
-  if not (record and hook_state(record) == HOOK_PENDING) then return false end
-  local token = run_id .. ':' .. hook_id
-  redis.call('HSET', hooks_key, hook_id, with_hook_state(record, HOOK_CLOSED))
-  redis.call('SREM', pending_key, token)
-  redis.call('ZREM', deadlines_key, deadline_member(run_id, 'h', hook_id))
+  if not (record and hook_state(record) == HOOK_PENDING) then return end
+  retire_hook(hooks_key, pending_key, deadlines_key, run_id, hook_id, record, HOOK_CLOSED)
   if session and session ~= '' then
     unwait(key_waiting(prefix), session, 1)
-    post(prefix, session, cjson.encode({type = 'closed', run_id = run_id, token = token}), ttl)
+    post(prefix, session,
+      cjson.encode({type = 'closed', run_id = run_id, token = run_id .. ':' .. hook_id}), ttl)
   end
-  return true
 end
 
 -- Hook `hook_id` was answered or expired: the other hooks of its first(), if it is a
