@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -103,7 +104,7 @@ class Execution(Endings):
         self.last_id = events[-1].id if events else known_last
         # How many events the log holds up to last_id, and its history generation: what
         # the next claim is told this worker knows (see replay_cache).
-        self.event_count = claim.count
+        self.event_count = claim.event_count
         self.generation = claim.generation
         # The answer/expiry/timer that woke this execution, for the resume-latency metric.
         self.woken_at_ms = (
@@ -322,7 +323,7 @@ class Execution(Endings):
             await self._finish_completed(result)
             return
 
-    async def _suspend(self, suspend: Suspend) -> list[Event] | None:
+    async def _suspend(self, suspend: Suspend) -> Sequence[Event] | None:
         """Record the suspension; None when it was recorded, else the events that arrived
         (the suspension was refused: the run continues at once)."""
         if self.dry_run:

@@ -6,7 +6,7 @@ with n events costs O(n) once, not O(n) per primitive call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,7 +85,7 @@ class ReplayIndex:
             ms, _, seq = event_id.partition("-")
             self.completed_at.setdefault(data[wait], (int(ms), int(seq or 0)))
 
-    def add_all(self, events: list[Event]) -> None:
+    def add_all(self, events: Sequence[Event]) -> None:
         for event in events:
             self.add(event.type, event.data, event.id)
 

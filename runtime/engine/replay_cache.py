@@ -74,7 +74,7 @@ class ReplayCache:
     def keep(self, run_id: str, entry: CachedReplay) -> None:
         if (
             self.size <= 0
-            or entry.known.count > self.max_events
+            or entry.known.event_count > self.max_events
             or entry.data_bytes > self.max_bytes
         ):
             return
@@ -82,7 +82,7 @@ class ReplayCache:
         if previous is not None:
             self._forget(previous)
         self._entries[run_id] = entry
-        self.events += entry.known.count
+        self.events += entry.known.event_count
         self.data_bytes += entry.data_bytes
         while (
             len(self._entries) > self.size
@@ -93,5 +93,5 @@ class ReplayCache:
             self._forget(evicted)
 
     def _forget(self, entry: CachedReplay) -> None:
-        self.events -= entry.known.count
+        self.events -= entry.known.event_count
         self.data_bytes -= entry.data_bytes

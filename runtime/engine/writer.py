@@ -9,6 +9,7 @@ buffered :class:`~runtime.store.Writes` at once, and sent in one fenced store ca
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from .._codec import dumps
@@ -72,7 +73,7 @@ class Writer:
         suspension: Writes | None = None,
         finish: Finish | None = None,
         event_slack: int = 0,
-    ) -> list[Event]:
+    ) -> Sequence[Event]:
         """Send the buffered writes (with a suspension or the end of the run); returns the
         events others appended meanwhile and sets :attr:`refused`."""
         if self.dry_run:
@@ -100,7 +101,7 @@ class Writer:
 
     async def _apply_now(
         self, suspension: Writes | None, finish: Finish | None, event_slack: int
-    ) -> list[Event]:
+    ) -> Sequence[Event]:
         writes = self.writes.take()
         if not writes and suspension is None and finish is None:
             return []  # the write in flight before this one sent them

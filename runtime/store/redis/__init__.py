@@ -156,8 +156,13 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
     async def ping(self) -> None:
         await self.client.ping()
 
-    @store_call
     async def now_ms(self) -> int:
+        # On every claim and write: the carried-forward reading without a coroutine more
+        now = self._time.fresh_ms()
+        return now if now is not None else await self._synced_now_ms()
+
+    @store_call
+    async def _synced_now_ms(self) -> int:
         return await self._time.now_ms()
 
     async def _read_time(self) -> tuple[int, int]:

@@ -158,7 +158,11 @@ class ExecutionStore(CompactionStore):
             args=[
                 now,
                 task.message_id,
-                *(("", 0, "") if known is None else (known.last_id, known.count, known.generation)),
+                *(
+                    ("", 0, "")
+                    if known is None
+                    else (known.last_id, known.event_count, known.generation)
+                ),
                 _claim_constants(consumer, lease_ms, version, tuple(serves)),
             ],
         )
@@ -180,7 +184,7 @@ class ExecutionStore(CompactionStore):
             parent=parent.decode() or None,
             now_ms=now,
             tail=mode == b"tail",
-            count=int(count),
+            event_count=int(count),
             generation=gen.decode(),
         )
 

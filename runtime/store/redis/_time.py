@@ -28,9 +28,21 @@ class RedisTime:
         self._base_mono: float | None = None  # when Redis said _base_ms; None: not yet read
         self._syncing: asyncio.Task[None] | None = None
 
+    def fresh_ms(self) -> int | None:
+        """Redis' clock now, if the last reading is recent enough to carry forward (no round
+        trip, no await: every claim and write asks); else None."""
+        if self._base_mono is None:
+            return None
+        elapsed = time.monotonic() - self._base_mono
+        if elapsed > RESYNC_SECONDS:
+            return None
+        return self._base_ms + int(elapsed * 1000)
+
     async def now_ms(self) -> int:
-        if self._base_mono is None or time.monotonic() - self._base_mono > RESYNC_SECONDS:
-            await self._sync()
+        now = self.fresh_ms()
+        if now is not None:
+            return now
+        await self._sync()
         assert self._base_mono is not None
         return self._base_ms + int((time.monotonic() - self._base_mono) * 1000)
 

@@ -49,12 +49,12 @@ async def test_apply_reads_the_log_only_when_the_count_says_something_arrived(
         task = await task_of(store, run_id)
         claimed = await claim(store, task)
         writes = hook_writes(run_id, "h0.a")
-        known = claimed.count + writes.event_count
+        known = claimed.event_count + writes.event_count
 
         client.config_resetstat()
         applied = await store.apply(
             run_id, claimed.fence, claimed.events[-1].id, writes,
-            max_events=MAX_EVENTS, retention_seconds=RETENTION, known_count=claimed.count,
+            max_events=MAX_EVENTS, retention_seconds=RETENTION, known_count=claimed.event_count,
         )  # fmt: skip
         assert applied.outcome is ApplyOutcome.OK and applied.last_id is not None
         assert xranges(client) == 0  # nothing arrived: the log was not read

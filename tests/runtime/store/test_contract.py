@@ -558,15 +558,15 @@ async def test_a_known_event_count_still_sees_what_arrived(store: Store) -> None
     run_id = await start(store)
     task = await task_of(store, run_id)
     claimed = await claim(store, task)
-    assert claimed.count == 1  # workflow.started
+    assert claimed.event_count == 1  # workflow.started
     run = Running(run_id, task, claimed.fence, claimed.events[-1].id)
     writes = hook_writes(run_id, "h0.a")
     applied = await store.apply(
         run_id, run.fence, run.seen, writes,
-        max_events=MAX_EVENTS, retention_seconds=RETENTION, known_count=claimed.count,
+        max_events=MAX_EVENTS, retention_seconds=RETENTION, known_count=claimed.event_count,
     )  # fmt: skip
     assert (applied.outcome, applied.arrived) == (ApplyOutcome.OK, [])
-    known = claimed.count + writes.event_count
+    known = claimed.event_count + writes.event_count
     assert applied.last_id is not None
     assert (
         await store.resume(
