@@ -209,12 +209,13 @@ async def post(execution: Execution, message: dict[str, Any]) -> str | None:
 async def first_of(
     execution: Execution,
     waits: list[Coroutine[Any, Any, Any]],
-    bare_hooks: Sequence[bool] = (),
+    bare_waits: Sequence[bool] = (),
 ) -> tuple[int, Any]:
     """The first of ``waits`` to finish (by the order the log recorded their answers,
     expiries and timers), and its value; the others are withdrawn durably. Until one
-    finishes, the run suspends on all of them. ``bare_hooks`` says which waits are a
-    hook() alone (finished when their hook is answered or expires)."""
+    finishes, the run suspends on all of them. ``bare_waits`` says which waits are a
+    hook() or a sleep alone (finished when their hook is answered or expires, or their
+    timer fires)."""
     position, _recorded = execution.check_call("first")
     boxes: list[list[str]] = []
     tasks = []
@@ -246,11 +247,12 @@ async def first_of(
     winner = index.firsts.get(position)
     if winner is None:
         if not finished:
-            hooks = [boxes[i][0] for i in pending if bare_hooks and bare_hooks[i]]
-            if len(hooks) > 1:
-                # the store withdraws the others when one is answered or expires, before
-                # any worker replays this decision (a second answer meanwhile is refused)
-                execution.writes.first_group(hooks)
+            group = [boxes[i][0] for i in pending if bare_waits and bare_waits[i]]
+            if len(group) > 1:
+                # the store withdraws the other hooks when one is answered or expires or a
+                # timer fires, before any worker replays this decision (an answer meanwhile
+                # is refused, not accepted and then never used)
+                execution.writes.first_group(group)
             raise next(iter(pending.values()))  # the run waits on all of them
         never = (1 << 62, 0)
         winner = min(finished, key=lambda i: min(_ends(index, boxes[i]), default=never))

@@ -89,10 +89,10 @@ class Writes:
         deadline goes, and the run's session is told."""
         self.ops.append(["close_hook", hook_id, token])
 
-    def first_group(self, hook_ids: list[str]) -> None:
-        """Hooks that one first() waits on: the first answered or expired withdraws the
-        others in the same step as its answer or expiry."""
-        self.ops.append(["first_group", "=" + ",".join(hook_ids)])
+    def first_group(self, wait_ids: list[str]) -> None:
+        """Hooks and timers that one first() waits on: the first answered, expired or fired
+        withdraws the other hooks in the same step as its answer, expiry or firing."""
+        self.ops.append(["first_group", "=" + ",".join(wait_ids)])
 
     def cancel_timer(self, timer_id: str) -> None:
         """Remove a timer that no longer matters (another wait finished first)."""

@@ -156,10 +156,11 @@ async def first(*candidates: Coroutine[Any, Any, Any]) -> tuple[int, Any]:
             f"yet; got {[type(w).__name__ for w in candidates]}",
             run_id=execution.run_id,
         )
-    # Only a branch that is a bare hook() finishes when its hook is answered or expires:
-    # those hooks are grouped in the store (one answered withdraws the others at once).
-    bare_hooks = [getattr(w, "cr_code", None) is hook.__code__ for w in candidates]
-    return await waits.first_of(execution, list(candidates), bare_hooks)
+    # Only a branch that is a bare hook(), sleep() or sleep_until() finishes exactly when its
+    # wait does (a hook answered or expired, a timer fired): those waits are grouped in the
+    # store, and the first to finish withdraws the others' hooks at once.
+    bare_waits = [getattr(w, "cr_code", None) in _BARE_WAITS for w in candidates]
+    return await waits.first_of(execution, list(candidates), bare_waits)
 
 
 async def child(workflow: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -324,3 +325,6 @@ async def emit(message: dict[str, Any]) -> str | None:
     outage, as for every other write of a run.
     """
     return await waits.post(_execution("emit()"), message)
+
+
+_BARE_WAITS = frozenset({hook.__code__, sleep.__code__, sleep_until.__code__})

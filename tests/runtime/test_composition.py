@@ -122,19 +122,24 @@ async def test_first_returns_the_wait_that_finished_and_closes_the_others(
     assert len(decided) == 1 and decided[0]["winner"] == expected[winner][0]
 
 
+@workflow(name="first_of_two_timers_wf")
+async def first_of_two_timers_wf() -> list[Any]:
+    return list(await first(sleep("80ms"), sleep("50ms")))
+
+
 async def test_when_two_finished_the_first_recorded_wins_on_every_replay(
     rt: Runtime, worker: Worker
 ) -> None:
-    # Two hooks cannot both finish (the first answered withdraws the other: the test
-    # below); a timer and an answer can, and the one recorded first wins.
-    run_id = await rt.start(first_wf)
+    # A hook and another wait cannot both finish (the first to finish withdraws the other
+    # hooks: the tests below); two timers can, and the one recorded first wins.
+    run_id = await rt.start(first_of_two_timers_wf)
     await worker.drain()
-    hooks = {h.name: h for h in await rt.list_hooks(run_id=run_id)}
-    await asyncio.sleep(1.05)
-    await raw(rt).fire_due(limit=10)  # the timer fires first
-    await rt.resume_hook(hooks["reject"].token, "no")  # then, before any worker ran
+    await asyncio.sleep(0.15)
+    await raw(rt).fire_due(limit=10)  # both fire in one pass, the one due first first
+    fired = [e.data["timer_id"] for e in await rt.events(run_id) if e.type == "timer.fired"]
+    assert fired == ["t1", "t0"]
     await worker.drain()
-    assert await rt.wait(run_id, timeout=5) == [2, None]
+    assert await rt.wait(run_id, timeout=5) == [1, None]
 
 
 @workflow(name="raced_wf")
@@ -311,3 +316,29 @@ async def test_an_expiry_in_a_first_withdraws_the_other_hooks(rt: Runtime, worke
         await rt.resume_hook(later.token, "too late")
     await worker.drain()
     assert (await rt.wait(run_id, timeout=5))[0] == 0
+
+
+@workflow(name="first_of_hook_or_timer_wf")
+async def first_of_hook_or_timer_wf() -> list[Any]:
+    which, value = await first(hook("approve"), sleep("50ms"))
+    return [which, value]
+
+
+async def test_a_fired_timer_in_a_first_withdraws_its_hooks(rt: Runtime, worker: Worker) -> None:
+    """first(hook, sleep) whose timer fired before any worker ran: an answer then is
+    refused (HookClosed) and changes nothing, and the run takes the timer. Before, the
+    answer was accepted (the person was told it counted) and the run, deciding by the
+    log's order, took the timer and never used it."""
+    run_id = await rt.start(first_of_hook_or_timer_wf)
+    await worker.drain()
+    [approve] = await rt.list_hooks(run_id=run_id)
+    await asyncio.sleep(0.1)
+    await raw(rt).fire_due(limit=10)  # the timer fires; no worker runs yet
+    before = await rt.events(run_id)
+    with pytest.raises(HookClosed):
+        await rt.resume_hook(approve.token, "yes")
+    assert await rt.events(run_id) == before
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [1, None]
+    after = {h.name: h.status.value for h in await rt.list_hooks(None, run_id=run_id)}
+    assert after == {"approve": "closed"}

@@ -149,10 +149,12 @@ local function apply(ops)
       withdraw_hook(keys.prefix, keys.run_id, keys.hooks, keys.pending, keys.deadlines,
         session, op[2], req.retention)
     elseif kind == 'first_group' then
-      -- {'first_group', '=<hook id>,<hook id>...'}: hooks one first() waits on; the first
-      -- answered or expired withdraws the others (settle_first, lua/resume.lua, FIRE_DUE)
-      for hook_id in string.gmatch(string.sub(op[2], 2), '[^,]+') do
-        redis.call('HSET', keys.hooks, hook_id .. FIRST_SUFFIX, op[2])
+      -- {'first_group', '=<wait id>,<wait id>...'}: the hooks and timers one first() waits
+      -- on; the first answered, expired or fired withdraws the other hooks (settle_first,
+      -- lua/resume.lua, FIRE_DUE). A timer's entry sits in the hooks hash too: its id
+      -- (t<n>) is never a hook's, and a field ending in FIRST_SUFFIX is no hook record.
+      for wait_id in string.gmatch(string.sub(op[2], 2), '[^,]+') do
+        redis.call('HSET', keys.hooks, wait_id .. FIRST_SUFFIX, op[2])
       end
     elseif kind == 'cancel_timer' then
       local member = deadline_member(keys.run_id, 't', op[2])

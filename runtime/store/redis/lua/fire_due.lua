@@ -69,6 +69,11 @@ local function fire(deadlines_key, tasks_key, pending_key, stats_key, prefix)
         append_event(run_key, key_events(prefix, run_id), EVENT.timer_fired,
           cjson.encode({timer_id = id}))
         drop_run_timer(run_key, member)
+        -- Race closed: first(hook(...), sleep(...)) whose timer fired before a worker ran:
+        -- an answer meanwhile was accepted, and the run, deciding by the log's order, took
+        -- the timer and never used it. The hooks of its first() are withdrawn now.
+        settle_first(prefix, run_id, key_hooks(prefix, run_id), pending_key, deadlines_key,
+          session, id, false)
         wake = true
       end
     end

@@ -143,16 +143,17 @@ local function withdraw_hook(prefix, run_id, hooks_key, pending_key, deadlines_k
   end
 end
 
--- Hook `hook_id` was answered or expired: the other hooks of its first(), if it is a
--- branch of one, are withdrawn in the same script. Race closed: two hooks of one first()
+-- Wait `wait_id` (a hook answered or expired, a timer fired) finished: the other hooks of
+-- its first(), if it is a branch of one, are withdrawn in the same script (a timer among
+-- them has no hook record: withdraw_hook leaves it). Race closed: two hooks of one first()
 -- answered before a worker applied the decision: both answers were accepted, the run used
 -- the first, and the second stayed "received", acknowledged and never used.
 local function settle_first(prefix, run_id, hooks_key, pending_key, deadlines_key, session,
-    hook_id, ttl)
-  local group = redis.call('HGET', hooks_key, hook_id .. FIRST_SUFFIX)
+    wait_id, ttl)
+  local group = redis.call('HGET', hooks_key, wait_id .. FIRST_SUFFIX)
   if not group then return end
   for sibling in string.gmatch(string.sub(group, 2), '[^,]+') do
-    if sibling ~= hook_id then
+    if sibling ~= wait_id then
       withdraw_hook(prefix, run_id, hooks_key, pending_key, deadlines_key, session, sibling,
         ttl)
     end
