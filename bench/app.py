@@ -247,11 +247,31 @@ def _start_profiler(prefix: str) -> None:
     atexit.register(write)
 
 
+def _start_call_counter(prefix: str) -> None:
+    """Count every Python call of this process with cProfile: exact call counts (per
+    lifecycle, once divided), where a sampler gives shares. It slows the process several
+    times, so its times are not the process's. Written to ``<prefix>.<pid>.pstats`` at
+    exit (``python -m pstats`` reads it)."""
+    import atexit
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+
+    def write() -> None:
+        profiler.disable()
+        profiler.dump_stats(f"{prefix}.{os.getpid()}.pstats")
+
+    atexit.register(write)
+
+
 def _start_probes() -> None:
     """Started at import: ``parley worker`` imports the app inside its running loop."""
     global _reporter, _on_created_client
     if os.environ.get("PARLEY_BENCH_PROFILE"):
         _start_profiler(os.environ["PARLEY_BENCH_PROFILE"])
+    if os.environ.get("PARLEY_BENCH_CALLS"):
+        _start_call_counter(os.environ["PARLEY_BENCH_CALLS"])
     url = os.environ.get("PARLEY_BENCH_REDIS")
     if not url:
         return

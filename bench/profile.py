@@ -10,7 +10,8 @@ from collections import Counter
 from typing import Any
 
 AREAS = (
-    ("/redis/", "redis-py client"),
+    # the package's own path: runtime/store/redis/ is the engine's, not redis-py's
+    ("site-packages/redis/", "redis-py client"),
     ("/hiredis", "hiredis parser"),
     ("/asyncio/", "asyncio event loop"),
     ("/runtime/", "parley engine (runtime/)"),
