@@ -21,7 +21,9 @@ from .writes import Writes
 # are named tuples: as immutable as a frozen dataclass, to mypy and at run time, but made
 # in one call, where a frozen dataclass's __init__ sets each field through
 # object.__setattr__ (measured, bench.instructions: ~4 % of a worker's instructions per
-# lifecycle). The other records here are made once per client call: dataclasses.
+# lifecycle). Unlike dataclasses they compare equal to any tuple of the same values: none
+# is compared with another here. The other records are made once per client call:
+# dataclasses.
 _NO_CHECKPOINTS: Mapping[str, bytes] = MappingProxyType({})
 
 

@@ -22,6 +22,7 @@ from runtime import (
     workflow,
 )
 from runtime.errors import StoreUnavailable
+from runtime.store import ApplyOutcome
 from runtime.store.redis._executions import ExecutionStore
 from tests.raw_redis import raw
 from tests.runtime.conftest import EventCountCheck
@@ -342,3 +343,51 @@ async def test_a_fired_timer_in_a_first_withdraws_its_hooks(rt: Runtime, worker:
     assert await rt.wait(run_id, timeout=5) == [1, None]
     after = {h.name: h.status.value for h in await rt.list_hooks(None, run_id=run_id)}
     assert after == {"approve": "closed"}
+
+
+handed_out: list[str] = []
+
+
+async def _hand_out_slowly(token: str) -> None:
+    handed_out.append(token)
+    await asyncio.sleep(0.1)  # meanwhile the first()'s timer is due
+    await raw(current_runtime[0]).fire_due(limit=10)  # and fires, the run still running
+
+
+current_runtime: list[Runtime] = []
+
+
+@workflow(name="first_timer_fires_in_on_created_wf")
+async def first_timer_fires_in_on_created_wf() -> list[Any]:
+    which, value = await first(sleep("20ms"), hook("a", on_created=_hand_out_slowly))
+    return [which, value]
+
+
+async def test_a_timer_that_fired_before_its_first_was_written_withdraws_its_hooks(
+    rt: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timer of a first() fires while the run still runs (during a hook's on_created),
+    before the suspension writes the first()'s group: the suspension is refused, and an
+    answer before the worker's decision is refused too (HookClosed). Found by review:
+    FIRE_DUE found no group to settle then, and the answer was accepted, never used."""
+    current_runtime[:] = [rt]
+    handed_out.clear()
+    answers: list[Any] = []
+    original = ExecutionStore.apply
+
+    async def answer_after_a_refused_suspension(self: ExecutionStore, *a: Any, **k: Any) -> Any:
+        applied = await original(self, *a, **k)
+        if applied.outcome is ApplyOutcome.REFUSED and not answers:
+            try:  # the group is written now: the refused suspension's writes stand
+                answers.append(await rt.resume_hook(handed_out[0], "yes"))
+            except HookClosed as exc:
+                answers.append(exc)
+        return applied
+
+    monkeypatch.setattr(ExecutionStore, "apply", answer_after_a_refused_suspension)
+    run_id = await rt.start(first_timer_fires_in_on_created_wf)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, None]
+    assert len(answers) == 1 and isinstance(answers[0], HookClosed)
+    after = {h.name: h.status.value for h in await rt.list_hooks(None, run_id=run_id)}
+    assert after == {"a": "closed"}

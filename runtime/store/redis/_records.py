@@ -24,8 +24,8 @@ STATE_LETTERS = {
 }
 _STATE_BY_LETTER = {ord(letter): state for state, letter in STATE_LETTERS.items()}
 DIGEST_SUFFIX = "!p"
-# Under ``<hook_id>!f``: the hooks of the first() this hook is a branch of, as
-# ``=<hook id>,<hook id>...`` (the ``=`` keeps it from reading as a record's state letter).
+# Under ``<wait id>!f``: the hooks and timers of the first() this wait is a branch of, as
+# ``=<wait id>,<wait id>...`` (the ``=`` keeps it from reading as a record's state letter).
 FIRST_SUFFIX = "!f"
 
 
