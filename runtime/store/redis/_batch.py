@@ -65,6 +65,13 @@ class Packed:
         self.resp = b"".join(_bulk(_encode(arg)) for arg in self.args)
 
 
+# RESP's length prefixes and EVALSHA's array header for the sizes most calls have
+_TABLED = 1024
+_LENGTHS = tuple(b"$%d\r\n" % n for n in range(_TABLED))
+_HEADS = tuple(b"*%d\r\n$7\r\nEVALSHA\r\n" % n for n in range(_TABLED))
+_CRLF = b"\r\n"
+
+
 def _bulk(item: bytes) -> bytes:
     return b"$%d\r\n%b\r\n" % (len(item), item)
 
@@ -91,9 +98,13 @@ class Script:
 
     def pack(self, keys: Sequence[str], args: Sequence[Arg | Packed]) -> bytes:
         """``EVALSHA sha numkeys keys... args...`` as RESP. On every script call of the
-        hot path: str and bytes, nearly all of them, skip the general encoder."""
+        hot path: str and bytes, nearly all of them, skip the general encoder, and the
+        length prefixes come from a table, not from bytes formatting (by callgrind: a
+        claim's packing 29k -> 25k instructions, an APPLY's 11.5k -> 9k, a compaction's
+        swap 28k -> 23k a run)."""
         numkeys = b"%d" % len(keys)
-        parts = [b"", self._head, b"$%d\r\n%b\r\n" % (len(numkeys), numkeys)]
+        parts = [b"", self._head, _LENGTHS[len(numkeys)], numkeys, _CRLF]
+        append = parts.append
         count = len(keys) + len(args) + 3
         for arg in (*keys, *args):
             if isinstance(arg, str):
@@ -101,13 +112,16 @@ class Script:
             elif isinstance(arg, bytes):
                 item = arg
             elif isinstance(arg, Packed):
-                parts.append(arg.resp)
+                append(arg.resp)
                 count += arg.count - 1
                 continue
             else:
                 item = _encode(arg)
-            parts.append(b"$%d\r\n%b\r\n" % (len(item), item))
-        parts[0] = b"*%d\r\n$7\r\nEVALSHA\r\n" % count
+            size = len(item)
+            append(_LENGTHS[size] if size < _TABLED else b"$%d\r\n" % size)
+            append(item)
+            append(_CRLF)
+        parts[0] = _HEADS[count] if count < _TABLED else b"*%d\r\n$7\r\nEVALSHA\r\n" % count
         return b"".join(parts)
 
     async def __call__(self, *, keys: Sequence[str], args: Sequence[Arg | Packed]) -> Any:

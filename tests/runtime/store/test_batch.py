@@ -171,6 +171,29 @@ def test_script_sha_is_the_sha1_of_its_source() -> None:
     assert script.source == ECHO
 
 
+@pytest.mark.parametrize(
+    ("keys", "args"),
+    [
+        (["k"], [b"v"]),
+        (["k", "k\u00e9"], ["s", b"b", 7, -3, 1.5, b"", "x" * 1023, b"y" * 1024, "z" * 5000]),
+        ([], [str(n) for n in range(1030)]),  # more items than the tables hold
+    ],
+)
+def test_a_script_call_is_packed_as_redis_py_packs_it(keys: list[str], args: list[Any]) -> None:
+    """The packing's length prefixes and array header come from tables up to 1,024 and are
+    formatted above: the bytes are redis-py's own, on both sides of the boundary."""
+    client = aioredis.Redis()
+    script = Script(Batcher(client, pipelined=True), ECHO)
+    expected = Connection().pack_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    assert script.pack(keys, args) == b"".join(expected)
+
+
+async def test_long_arguments_reach_the_script_intact(client: aioredis.Redis, wire: Wire) -> None:
+    script = Script(Batcher(client, pipelined=True), ECHO)
+    for size in (1023, 1024, 70_000):
+        assert await script(keys=["k"], args=["x" * size]) == [b"k", b"x" * size]
+
+
 async def test_calls_of_one_loop_turn_share_one_pipeline(
     client: aioredis.Redis, wire: Wire
 ) -> None:
