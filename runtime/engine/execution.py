@@ -333,6 +333,13 @@ class Execution(Endings):
             if wait in self.waiting:
                 suspension.receive(topic)
         waits = self.waiting or {suspend.wait: suspend.step_id}
+        if any(wait in self.index.completed_at for wait in waits):
+            # Race closed: a wait of this pass ended by an event that a later write of the
+            # same pass brought back (the flush before a step of a parallel branch), not this
+            # suspension's: nothing new would arrive with the suspension, so it would be
+            # recorded on a wait that had ended, and nothing would wake the run again. The
+            # pass runs again at once instead (the ended wait does not suspend again).
+            return []
         recorded = [wait for wait in waits if wait not in self.index.suspended_on]
         for wait in recorded:
             step_id = waits[wait]

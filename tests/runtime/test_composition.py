@@ -143,6 +143,63 @@ async def test_when_two_finished_the_first_recorded_wins_on_every_replay(
     assert await rt.wait(run_id, timeout=5) == [1, None]
 
 
+# The runtime of the test running, for the steps and on_created callbacks that fire
+# deadlines from inside a run.
+current_runtime: list[Runtime] = []
+
+
+@step
+async def before_the_timer() -> int:
+    return 1  # recorded: the next step's start flushes the timer to the store
+
+
+@step
+async def timer_fires_meanwhile() -> int:
+    await asyncio.sleep(0.1)  # the 20 ms timer of the other branch is due
+    await raw(current_runtime[0]).fire_due(limit=10)  # and fires, the run still running
+    return 2
+
+
+@step
+async def after_the_timer() -> int:
+    return 3  # its start flushes, and timer.fired comes back with that write
+
+
+async def _steps_meanwhile() -> int:
+    await asyncio.sleep(0.05)  # the other branch suspends first, in every pass
+    await before_the_timer()
+    await timer_fires_meanwhile()
+    return await after_the_timer()
+
+
+@workflow(name="first_ends_in_a_later_flush_wf")
+async def first_ends_in_a_later_flush_wf() -> Any:
+    return await asyncio.gather(first(hook("a"), sleep("20ms")), _steps_meanwhile())
+
+
+@workflow(name="sleep_ends_in_a_later_flush_wf")
+async def sleep_ends_in_a_later_flush_wf() -> Any:
+    return await asyncio.gather(sleep("20ms"), _steps_meanwhile())
+
+
+@pytest.mark.parametrize(
+    ("wf", "expected"),
+    [(first_ends_in_a_later_flush_wf, [[1, None], 3]), (sleep_ends_in_a_later_flush_wf, [None, 3])],
+)
+async def test_a_wait_that_ended_in_a_later_write_of_the_pass_does_not_suspend_the_run(
+    rt: Runtime, worker: Worker, wf: Any, expected: Any
+) -> None:
+    """A branch's wait suspends, and its timer fires while a parallel branch still runs
+    steps: timer.fired comes back with the flush before the next step, not with the
+    suspension. The run goes on at once. Found by review: the suspension was recorded on
+    the ended wait, and the run stayed suspended for good (with first(), its hook withdrawn
+    too, so not even an answer could wake it)."""
+    current_runtime[:] = [rt]
+    run_id = await rt.start(wf)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == expected
+
+
 @workflow(name="raced_wf")
 async def raced_wf() -> Any:
     done, _ = await asyncio.wait(
@@ -352,9 +409,6 @@ async def _hand_out_slowly(token: str) -> None:
     handed_out.append(token)
     await asyncio.sleep(0.1)  # meanwhile the first()'s timer is due
     await raw(current_runtime[0]).fire_due(limit=10)  # and fires, the run still running
-
-
-current_runtime: list[Runtime] = []
 
 
 @workflow(name="first_timer_fires_in_on_created_wf")
