@@ -333,7 +333,7 @@ class Execution(Endings):
             if wait in self.waiting:
                 suspension.receive(topic)
         waits = self.waiting or {suspend.wait: suspend.step_id}
-        if any(wait in self.index.completed_at for wait in waits):
+        if self._ended_meanwhile(waits):
             # Race closed: a wait of this pass ended by an event that a later write of the
             # same pass brought back (the flush before a step of a parallel branch), not this
             # suspension's: nothing new would arrive with the suspension, so it would be
@@ -362,6 +362,23 @@ class Execution(Endings):
         # on these waits records them.
         self.index.suspended_on.difference_update(recorded)
         return arrived
+
+    def _ended_meanwhile(self, waits: dict[str, str | None]) -> bool:
+        """Whether a wait of this pass has ended since it suspended: an answer, expiry,
+        timer or child end in the index, or a message of a topic a receive waits on (a
+        suspension of an earlier execution left the topic delivered straight to the log,
+        lua/send.lua)."""
+        if any(wait in self.index.completed_at for wait in waits):
+            return True
+        suspended: dict[str, int] = {}  # topic -> its receives suspended in this pass
+        for wait, topic in self.receiving.items():
+            if wait in waits:
+                suspended[topic] = suspended.get(topic, 0) + 1
+        return any(
+            # the first of them was to take message number (received - count)
+            len(self.index.messages.get(topic, ())) > self._received.get(topic, 0) - count
+            for topic, count in suspended.items()
+        )
 
     def remembered(self) -> CachedReplay | None:
         """What the worker may keep of this execution for the run's next claim: only after

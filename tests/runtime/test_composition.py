@@ -16,6 +16,7 @@ from runtime import (
     Worker,
     first,
     hook,
+    receive,
     sleep,
     step,
     step_hook,
@@ -198,6 +199,54 @@ async def test_a_wait_that_ended_in_a_later_write_of_the_pass_does_not_suspend_t
     run_id = await rt.start(wf)
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == expected
+
+
+sent_to: list[str] = []  # the run the step below sends to
+
+
+@step
+async def before_the_message() -> int:
+    return 1  # recorded: the next step's start flushes
+
+
+@step
+async def message_sent_meanwhile() -> int:
+    # The receive's first suspension left the topic delivered straight to the log.
+    await current_runtime[0].send(sent_to[0], "t", "hi")
+    return 2
+
+
+@step
+async def after_the_message() -> int:
+    return 3  # its start flushes, and message.received comes back with that write
+
+
+async def _go_then_steps() -> int:
+    await hook("go")
+    await before_the_message()
+    await message_sent_meanwhile()
+    return await after_the_message()
+
+
+@workflow(name="receive_ends_in_a_later_flush_wf")
+async def receive_ends_in_a_later_flush_wf() -> Any:
+    return await asyncio.gather(receive("t"), _go_then_steps())
+
+
+async def test_a_message_that_came_in_a_later_write_of_the_pass_does_not_suspend_the_run(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The same with a receive: its first suspension set the topic to go straight to the
+    log; woken by another wait, the run suspends the receive again while the other branch
+    runs steps, one of which sends the message: it comes back with the next step's flush,
+    and the run goes on at once, instead of waiting for good with the message in its log."""
+    current_runtime[:] = [rt]
+    run_id = await rt.start(receive_ends_in_a_later_flush_wf)
+    sent_to[:] = [run_id]
+    await worker.drain()
+    await answer(rt, run_id, "go", "ok")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == ["hi", 3]
 
 
 @workflow(name="raced_wf")
