@@ -63,7 +63,9 @@ async def test_recorded_step_results_are_not_rerun_on_replay(rt: Runtime, worker
     assert calls == Counter({"one": 1, "two": 1})
 
 
-@step(retries=2, retry_delay="10ms", backoff=1.0)
+# The backoff outlasts a drain on a loaded machine (10 ms did not: the drain fired the
+# timer and the run had completed before the test looked for its suspension).
+@step(retries=2, retry_delay="300ms", backoff=1.0)
 async def flaky() -> str:
     calls["flaky"] += 1
     if calls["flaky"] < 3:
