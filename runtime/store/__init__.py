@@ -4,7 +4,8 @@ a URL. Everything above this package talks to the store through these names only
 
 from __future__ import annotations
 
-from .base import (
+from .base import Store
+from .records import (
     Answer,
     Applied,
     ApplyOutcome,
@@ -25,7 +26,6 @@ from .base import (
     RunSnapshot,
     SendOutcome,
     Sent,
-    Store,
     Task,
 )
 from .writes import HookSpec, Writes

@@ -22,7 +22,7 @@ from ...errors import ParleyError, StoreUnavailable
 from ...ids import new_run_id
 from ...models import HookStatus, RunStatus
 from ...settings import TASKS_GROUP
-from ..base import (
+from ..records import (
     Answer,
     Cancelled,
     CancelOutcome,

@@ -15,7 +15,7 @@ from redis.exceptions import ResponseError
 from ...errors import StoreReset
 from ...models import FINISHED_STATUSES
 from ...settings import TASKS_GROUP
-from ..base import (
+from ..records import (
     Applied,
     ApplyOutcome,
     Claim,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._codec import loads
-from ..base import OutboxEntry, OutboxRead
+from ..records import OutboxEntry, OutboxRead
 from . import _decode, _keys
 from ._calls import store_call
 from ._part import StorePart
