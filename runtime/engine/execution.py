@@ -328,10 +328,6 @@ class Execution(Endings):
         (the suspension was refused: the run continues at once)."""
         if self.dry_run:
             raise ReplayEnded(f"the run waits on {suspend.wait!r}")
-        suspension = Writes()
-        for wait, topic in self.receiving.items():
-            if wait in self.waiting:
-                suspension.receive(topic)
         waits = self.waiting or {suspend.wait: suspend.step_id}
         if self._ended_meanwhile(waits):
             # Race closed: a wait of this pass ended by an event that a later write of the
@@ -340,6 +336,10 @@ class Execution(Endings):
             # recorded on a wait that had ended, and nothing would wake the run again. The
             # pass runs again at once instead (the ended wait does not suspend again).
             return []
+        suspension = Writes()
+        for wait, topic in self.receiving.items():
+            if wait in self.waiting:
+                suspension.receive(topic)
         recorded = [wait for wait in waits if wait not in self.index.suspended_on]
         for wait in recorded:
             step_id = waits[wait]

@@ -151,30 +151,9 @@ local function apply(ops)
     elseif kind == 'first_group' then
       -- {'first_group', '=<wait id>,<wait id>...'}: the hooks and timers one first() waits
       -- on; the first answered, expired or fired withdraws the other hooks (settle_first,
-      -- lua/resume.lua, FIRE_DUE). A timer's entry sits in the hooks hash too: its id
-      -- (t<n>) is never a hook's, and a field ending in FIRST_SUFFIX is no hook record.
-      for wait_id in string.gmatch(string.sub(op[2], 2), '[^,]+') do
-        redis.call('HSET', keys.hooks, wait_id .. FIRST_SUFFIX, op[2])
-      end
-      -- Race closed: a wait of the group finished while the run still ran, before this
-      -- write (its timer fired during an on_created, a hook handed out there was answered):
-      -- settle_first found no group then, this suspension is refused (the event arrived),
-      -- and an answer before the worker's decision would be accepted and never used.
-      for wait_id in string.gmatch(string.sub(op[2], 2), '[^,]+') do
-        local record = redis.call('HGET', keys.hooks, wait_id)
-        local finished
-        if record then
-          finished = hook_state(record) ~= HOOK_PENDING
-        else  -- a timer: fired once its deadline is gone
-          finished = not redis.call('ZSCORE', keys.deadlines,
-            deadline_member(keys.run_id, 't', wait_id))
-        end
-        if finished then
-          settle_first(keys.prefix, keys.run_id, keys.hooks, keys.pending, keys.deadlines,
-            session, wait_id, req.retention)
-          break
-        end
-      end
+      -- lua/resume.lua, FIRE_DUE)
+      write_first_group(keys.prefix, keys.run_id, keys.hooks, keys.pending, keys.deadlines,
+        session, op[2], req.retention)
     elseif kind == 'cancel_timer' then
       local member = deadline_member(keys.run_id, 't', op[2])
       redis.call('ZREM', keys.deadlines, member)

@@ -160,6 +160,33 @@ local function settle_first(prefix, run_id, hooks_key, pending_key, deadlines_ke
   end
 end
 
+-- Record the group of waits one first() suspends on (`group`: '=<wait id>,...', under
+-- <wait id>!f of each in the hooks hash: a timer's id, t<n>, is never a hook's) and settle
+-- it at once if a member has finished already. Race closed: a wait of the group finished
+-- while the run still ran, before this write (its timer fired during an on_created, a hook
+-- handed out there was answered): settle_first found no group then, the suspension is
+-- refused (the event arrived), and an answer before the worker's decision would have been
+-- accepted and never used.
+local function write_first_group(prefix, run_id, hooks_key, pending_key, deadlines_key,
+    session, group, ttl)
+  for wait_id in string.gmatch(string.sub(group, 2), '[^,]+') do
+    redis.call('HSET', hooks_key, wait_id .. FIRST_SUFFIX, group)
+  end
+  for wait_id in string.gmatch(string.sub(group, 2), '[^,]+') do
+    local record = redis.call('HGET', hooks_key, wait_id)
+    local finished
+    if record then
+      finished = hook_state(record) ~= HOOK_PENDING
+    else  -- a timer: fired once its deadline is gone
+      finished = not redis.call('ZSCORE', deadlines_key, deadline_member(run_id, 't', wait_id))
+    end
+    if finished then
+      settle_first(prefix, run_id, hooks_key, pending_key, deadlines_key, session, wait_id, ttl)
+      return
+    end
+  end
+end
+
 -- The run's pending timers (sleeps, retry backoffs) by their deadline members: field 'dl'
 -- of its hash, a JSON array. Race closed: two timers of one run pending at once (sleeps in
 -- parallel branches, two steps backing off): 'dl' named one, the last scheduled, so the
