@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
+from runtime.store.redis import _archive
 from runtime.store.redis import keys as redis_keys
 from runtime.store.redis._compaction import COMPACT_DELAY_SECONDS
 
@@ -112,7 +113,8 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
     await asyncio.sleep(COMPACT_DELAY_SECONDS)
     await wait_for(lambda: env.all_compacted(run_ids), 60, "compactions", every=0.5)
     s4, d4 = await snap(env)
-    finished_bytes = await _key_bytes(env, sample, ("run", "events", "ckpt", "hooks", "archive"))
+    finished_bytes = await _key_bytes(env, sample, ("run", "events", "ckpt", "hooks"))
+    finished_bytes["archive_share"] = await _segment_share(env, sample)
     config = await redis_settings(env)
 
     check = await verify(env, run_ids)
@@ -178,15 +180,30 @@ async def _key_bytes(
     """Average MEMORY USAGE of each key of a run (a sample of runs)."""
     out: dict[str, float] = {}
     for name in names:
-        keys = [
-            redis_keys.key(name, redis_keys.run_keys(r, env.partitions).partition, run_id=r)
-            if name == "archive"
-            else getattr(redis_keys.run_keys(r, env.partitions), name)
-            for r in sample
-        ]
+        keys = [getattr(redis_keys.run_keys(r, env.partitions), name) for r in sample]
         sizes = await env.observer.pipeline([("MEMORY", "USAGE", k, "SAMPLES", 0) for k in keys])
         out[name] = round(sum(int(x or 0) for x in sizes) / max(1, len(sizes)))
     return out
+
+
+async def _segment_share(env: Env, sample: list[str]) -> float:
+    """A finished run's share of its archive: MEMORY USAGE of the segments the sample's runs
+    are in (runtime/store/redis/_archive.py) ÷ the runs those segments hold."""
+    run_keys = [redis_keys.run_keys(r, env.partitions) for r in sample]
+    named = await env.observer.pipeline([("HGET", keys.run, "archive") for keys in run_keys])
+    segments = sorted(
+        {
+            redis_keys.key("segment", keys.partition, segment_id=_text(segment_id))
+            for keys, segment_id in zip(run_keys, named, strict=True)
+            if segment_id is not None
+        }
+    )
+    if not segments:
+        return 0.0
+    sizes = await env.observer.pipeline([("MEMORY", "USAGE", k, "SAMPLES", 0) for k in segments])
+    blobs = await env.observer.pipeline([("GET", k) for k in segments])
+    runs = sum(len(_archive.runs_in(blob)) for blob in blobs if blob is not None)
+    return round(sum(int(x or 0) for x in sizes) / max(1, runs), 1)
 
 
 async def _warm_up(env: Env, opts: Options) -> None:

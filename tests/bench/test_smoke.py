@@ -118,7 +118,7 @@ def test_hitl_lifecycles_complete_once() -> None:
     assert result["fraction_of_ceiling"] > 0
     assert result["redis_config"]["stream-node-max-bytes"].isdigit()
     # read once compacted: the log is in the archive, the stream is gone
-    assert result["redis_key_bytes_finished_sample"]["archive"] > 0
+    assert result["redis_key_bytes_finished_sample"]["archive_share"] > 0
     assert result["redis_key_bytes_finished_sample"]["events"] == 0
     for key in ("p50", "p95", "p99"):
         assert result["resume_latency_light_ms"][key] > 0

@@ -34,11 +34,10 @@ from ..records import (
     SendOutcome,
     Sent,
 )
-from . import _archive, _decode, _keys, _records, _scripts
+from . import _decode, _keys, _records, _scripts
 from ._advice import AdviceStore
 from ._batch import Batcher, Script
 from ._calls import store_call
-from ._compaction import archive_key
 from ._connect import connect, durability_of, is_cluster_url
 from ._durability import ReplicatedBatcher
 from ._executions import ExecutionStore
@@ -299,8 +298,8 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         """An answer to a hook of an ended, compacted run: the outcome lua/resume.lua gives
         for the same hook in the hash, from the archive. (An ended run changes no more, so
         reading it after the script is reading it at the script's instant.)"""
-        blob: Any = await self.client.get(archive_key(self._run(answer.run_id)))
-        hooks = _archive.hooks(blob) if blob is not None else {}
+        archived = await self.archived(answer.run_id)
+        hooks = archived[1] if archived is not None else {}
         record = hooks.get(answer.hook_id.encode())
         if record is None:
             return Resumed(ResumeOutcome.NO_HOOK)

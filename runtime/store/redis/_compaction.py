@@ -1,6 +1,6 @@
-"""Compacting ended runs: their log and hooks become one archive (``._archive``), swapped
-in by ``lua/compact.lua``, fenced; readers take a run's log and hooks from whichever of
-the two forms it has (:meth:`CompactionStore.read_log`).
+"""Compacting ended runs: the logs and hooks of the runs of a partition that ended together
+become one segment (``._archive``), swapped in by ``lua/compact.lua``, fenced; readers take
+a run's log and hooks from whichever form it has (:meth:`CompactionStore.read_log`).
 
 A run is compacted :data:`COMPACT_DELAY_SECONDS` (up to :data:`COMPACT_BATCH_SECONDS`
 more) after it ended, not at once: whoever follows a run by blocking on its event stream
@@ -8,10 +8,12 @@ more) after it ended, not at once: whoever follows a run by blocking on its even
 saw the run running; once the stream is gone, such a read would block for its whole
 timeout instead of returning the run's last event. The delay also lets the runs of a
 partition that ended meanwhile go together: their logs are read with one XREAD of all their
-streams and their hooks with one script call (``lua/read_hooks.lua``), and one script call
-swaps them all: three commands for the k runs of a partition that ended together (0.15 a
-run in ``bench.hitl``'s burst of 2,000 over 16 partitions). The process that ended a run
-holds only its id until then, and the blob is built then, off the path of the executions.
+streams and their hooks with one script call (``lua/read_hooks.lua``), and they are
+swapped in segments of up to ~64 KB of documents, one script call each: a few commands for
+the k runs of a partition that ended together (0.15 a run in ``bench.hitl``'s burst of
+2,000 over 16 partitions), and one zlib stream for all of a segment's runs (zlib's setup
+costs as much as a bench run's whole document). The process that ended a run holds only
+its id until then, and the blob is built then, off the path of the executions.
 Three other reads were measured and dropped (bench/README.md): an ending script that
 returned the log (Lua tables cost Redis more than a plain read), an archive built from the
 log the ending worker held (more worker CPU than the read), and a script reading the logs
@@ -25,9 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import secrets
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.exceptions import RedisError
 
@@ -46,27 +49,55 @@ COMPACT_BATCH_SECONDS = 1.0
 
 
 def archive_key(keys: _keys.RunKeys) -> str:
+    """The key of run ``keys``'s own archive, as compaction wrote it before segments."""
     return _keys.key("archive", keys.partition, run_id=keys.run_id)
+
+
+def segment_key(partition: int, segment_id: str) -> str:
+    return _keys.key("segment", partition, segment_id=segment_id)
 
 
 _ENDED = {status.value.encode() for status in FINISHED_STATUSES}
 
-# runs per unit: one partition's, read with one XREAD and one lua/read_hooks.lua call and
-# swapped with one lua/compact.lua call
+# runs per unit: one partition's, read with one XREAD and one lua/read_hooks.lua call
 _UNIT_RUNS = 100
 # runs per round: its units are read at once (the XREADs in one round trip, the hooks
 # scripts in one batch), their replies under one timeout and in the worker's memory
 # together, then swapped at once. A run's log may be long (a chat of 1,000 rounds: a few
 # hundred KB), so this bounds a round's replies, not its commands (the units do that).
 _ROUND_RUNS = 100
-# blobs built per turn of the event loop
+# documents built per turn of the event loop
 _PACKS_PER_TURN = 16
 
 
-def swap_args(entries: Sequence[Any], hooks: Mapping[bytes, bytes]) -> list[Any]:
-    """lua/compact.lua's ARGV for one run: the log's last id, its length, the hooks'
-    count (its fence) and the blob, from the log and hooks read (:meth:`_read_units`)."""
-    return [entries[-1][0], len(entries), len(hooks), _archive.pack(entries, hooks)]
+class RunRead(NamedTuple):
+    """An ended run as the compactor read it."""
+
+    run: _keys.RunKeys
+    entries: Sequence[Any]  # its log, as XRANGE sends it: ``[id, [b"t", type, b"d", data]]``
+    hooks: Mapping[bytes, bytes]  # its hooks hash
+
+
+class Segment(NamedTuple):
+    """One lua/compact.lua call: a segment and, per run it holds, the fence of its read
+    (its log's last id and length, its hooks' count)."""
+
+    segment_id: str
+    blob: bytes
+    runs: list[tuple[_keys.RunKeys, bytes, int, int]]
+
+
+def pack_segment(reads: Sequence[RunRead], documents: Sequence[bytes] | None = None) -> Segment:
+    """The segment of these runs of one partition (their documents, if built already)."""
+    if documents is None:
+        documents = [_archive.document(read.entries, read.hooks) for read in reads]
+    return Segment(
+        # random: a segment whose swap was refused may have left its blob nowhere, and
+        # its runs go into another one
+        secrets.token_hex(8),
+        _archive.segment([read.run.run_id for read in reads], documents),
+        [(read.run, read.entries[-1][0], len(read.entries), len(read.hooks)) for read in reads],
+    )
 
 
 def _as_dict(flat: Sequence[Any]) -> dict[Any, Any]:
@@ -173,37 +204,40 @@ class CompactionStore(StorePart):
 
     async def _compact_round(self, units: Sequence[Sequence[_keys.RunKeys]]) -> int:
         """Read, pack and swap these units of runs: their reads sent at once, then one script
-        call per unit to swap, sent together."""
+        call per segment, sent together."""
         # not one atomic read: the swap's fence finds out if a run changed in between
-        batches: list[list[tuple[_keys.RunKeys, list[Any]]]] = []
+        segments: list[Segment] = []
         packed = 0
         for unit, logs in zip(units, await self._read_units(units), strict=True):
-            batch = []
-            for run, (entries, hooks) in zip(unit, logs, strict=True):
-                if entries:  # none: compacted already, or never logged
-                    batch.append((run, swap_args(entries, hooks)))
-                    packed += 1
-                    if packed % _PACKS_PER_TURN == 0:
-                        # long logs take long to pack: executions and heartbeats go on
-                        await asyncio.sleep(0)
-            if batch:
-                batches.append(batch)
-        swapped = await asyncio.gather(
-            *(self._swap(batch) for batch in batches), return_exceptions=True
-        )
+            reads = [
+                RunRead(run, entries, hooks)
+                for run, (entries, hooks) in zip(unit, logs, strict=True)
+                if entries  # none: compacted already, or never logged
+            ]
+            documents = []
+            for read in reads:
+                documents.append(_archive.document(read.entries, read.hooks))
+                packed += 1
+                if packed % _PACKS_PER_TURN == 0:
+                    # long logs take long to pack: executions and heartbeats go on
+                    await asyncio.sleep(0)
+            for span in _archive.group(documents):
+                part = slice(span.start, span.stop)
+                segments.append(pack_segment(reads[part], documents[part]))
+        swapped = await asyncio.gather(*map(self._swap, segments), return_exceptions=True)
         for outcome in swapped:
             if isinstance(outcome, BaseException):
-                # every swap has settled: the units swapped stay so (and are read so)
+                # every swap has settled: the segments swapped stay so (and are read so)
                 raise outcome
         return sum(n for n in swapped if isinstance(n, int))
 
-    async def _swap(self, batch: Sequence[tuple[_keys.RunKeys, list[Any]]]) -> int:
-        """One script call for these runs of one partition; returns how many it swapped."""
-        keys: list[str] = []
-        argv: list[Any] = []
-        for run, args in batch:
-            keys += [run.run, run.events, run.hooks, run.ckpt, archive_key(run)]
-            argv += args
+    async def _swap(self, segment: Segment) -> int:
+        """One script call for a segment; returns how many of its runs it swapped in."""
+        keys = [segment_key(segment.runs[0][0].partition, segment.segment_id)]
+        argv: list[Any] = [segment.segment_id, segment.blob]
+        for run, last_id, length, hooks in segment.runs:
+            keys += [run.run, run.events, run.hooks, run.ckpt]
+            argv += [last_id, length, hooks]
         return int(await self.scripts.compact(keys=keys, args=argv))
 
     async def _read_units(
@@ -282,15 +316,42 @@ class CompactionStore(StorePart):
         and its hooks hash, from the stream and the hash or from its archive."""
         keys = self._run(run_id)
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.exists(keys.run)
+            pipe.hmget(keys.run, ["status", "archive"])  # every run's hash has a status
             if with_events:
                 pipe.xrange(keys.events)
             pipe.hgetall(keys.hooks)
             pipe.get(archive_key(keys))
             replies = await pipe.execute()
-        exists, blob = bool(replies[0]), replies[-1]
-        if blob is not None:
-            events, hooks = _archive.unpack(blob)
-            return exists, events if with_events else [], hooks
+        (status, segment_id), legacy = replies[0], replies[-1]
+        archived = await self.unarchive(keys, segment_id, legacy)
+        if archived is not None:
+            events, hooks = archived
+            return status is not None, events if with_events else [], hooks
         events = _decode.events(replies[1]) if with_events else []
-        return exists, events, replies[-2]
+        return status is not None, events, replies[-2]
+
+    async def archived(self, run_id: str) -> tuple[list[Event], dict[bytes, bytes]] | None:
+        """Run ``run_id``'s log and hooks from its archive; None if it has none."""
+        keys = self._run(run_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hget(keys.run, "archive")
+            pipe.get(archive_key(keys))
+            segment_id, legacy = await pipe.execute()
+        return await self.unarchive(keys, segment_id, legacy)
+
+    async def unarchive(
+        self, keys: _keys.RunKeys, segment_id: bytes | None, legacy: bytes | None
+    ) -> tuple[list[Event], dict[bytes, bytes]] | None:
+        """A run's log and hooks from the segment its hash names (``segment_id``, its field
+        ``archive``) or from its own archive (``legacy``, format 1); None if it has neither
+        (not compacted)."""
+        if segment_id is None:
+            return None if legacy is None else _archive.unpack(legacy, keys.run_id)
+        key = segment_key(keys.partition, segment_id.decode())
+        blob: Any = await self.client.get(key)  # bytes: the store's client does not decode
+        archived = None if blob is None else _archive.unpack(blob, keys.run_id)
+        if archived is None:
+            # A segment expires with the last of its runs (lua/compact.lua): only a key
+            # deleted or evicted by hand leaves this. The run reads as having no log.
+            log.error("run %s names its archive %s, which does not hold it", keys.run_id, key)
+        return archived

@@ -8,7 +8,7 @@ import dataclasses
 from ..._codec import loads
 from ...ids import RUN_ID_RE, parse_token
 from ...models import Event, HookInfo, RunInfo, RunStatus
-from . import _archive, _decode, _keys, _records
+from . import _decode, _keys, _records
 from ._calls import store_call
 from ._compaction import CompactionStore, archive_key
 
@@ -24,11 +24,12 @@ class InspectionStore(CompactionStore):
             pipe.hgetall(keys.hooks)
             pipe.smembers(_keys.key("children", keys.partition, run_id=run_id))
             pipe.get(archive_key(keys))
-            run, hooks, children, blob = await pipe.execute()
+            run, hooks, children, legacy = await pipe.execute()
         if not run:
             return None
-        if blob is not None:  # an ended run, compacted (._compaction)
-            hooks = _archive.hooks(blob)
+        archived = await self.unarchive(keys, run.get(b"archive"), legacy)
+        if archived is not None:  # an ended run, compacted (._compaction)
+            hooks = archived[1]
         info = _decode.run_info(run_id, run, hooks)
         if children:
             info = dataclasses.replace(info, child_run_ids=sorted(c.decode() for c in children))

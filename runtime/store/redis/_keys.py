@@ -26,8 +26,12 @@ TEMPLATES = {
     # stream: a moment's copy of ``events`` made inside one script, to store it at its used
     # size (lua/lib.lua's shrink_events); never exists between two scripts
     "events_copy": "run:{run_id}:events:copy",
-    # string: a finished run's log and hooks, compacted into one blob (._archive); once it
-    # exists, ``events`` and ``hooks`` do not
+    # string: the logs and hooks of finished runs of the partition, compacted into one
+    # blob (._archive's format 2, a segment); each run's hash names its segment (field
+    # ``archive``), and once it does, the run's ``events`` and ``hooks`` do not exist
+    "segment": "archive:{segment_id}",
+    # string: one finished run's log and hooks, as compaction wrote them before segments
+    # (._archive's format 1): read, no longer written
     "archive": "run:{run_id}:archive",
     "ckpt": "run:{run_id}:ckpt",  # hash: step id -> checkpoint JSON
     "hooks": "run:{run_id}:hooks",  # hash: hook id -> hook record (see ._records)

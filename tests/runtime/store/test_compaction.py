@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import zlib
 from collections import Counter
 from typing import Any
 
@@ -23,7 +24,7 @@ from runtime import (
 )
 from runtime.errors import HookAlreadyAnswered
 from runtime.models import Event, HookStatus, RunStatus
-from runtime.store.redis import RedisStore, _compaction, _scripts
+from runtime.store.redis import RedisStore, _archive, _compaction, _scripts
 from runtime.store.redis._durability import READ_ONLY_SCRIPTS
 from tests.helpers import running
 from tests.raw_redis import raw
@@ -56,8 +57,17 @@ async def _suspended(rt: Runtime, note: str = "") -> tuple[str, str]:
 
 def _run_key_names(store: RedisStore, run_id: str) -> list[str]:
     keys = store.run_keys(run_id)
-    names = ("run", "events", "ckpt", "hooks", "archive", "inbox", "children")
+    names = ("run", "events", "ckpt", "hooks", "inbox", "children")
     return [store.keys.key(name, keys.partition, run_id=run_id) for name in names]
+
+
+async def _segment_of(store: RedisStore, run_id: str) -> str | None:
+    """The key of the segment run ``run_id``'s hash names, if it names one."""
+    keys = store.run_keys(run_id)
+    segment_id = await store.client.hget(keys.run, "archive")
+    if segment_id is None:
+        return None
+    return _compaction.segment_key(keys.partition, segment_id.decode())
 
 
 async def _bytes(client: aioredis.Redis, keys: list[str]) -> int:
@@ -82,7 +92,9 @@ async def test_bench_run_costs_at_most_1kb_once_finished(redis_url: str) -> None
             keys = store.run_keys(run_id)
             assert await store.client.exists(keys.events, keys.hooks) == 2
             assert await store.flush_compactions() == 1
-        finished = await _bytes(store.client, _run_key_names(store, run_id))
+        segment = await _segment_of(store, run_id)
+        assert segment is not None  # the run's own: it ended alone
+        finished = await _bytes(store.client, [*_run_key_names(store, run_id), segment])
         print(f"MEMORY USAGE of a bench-like run: suspended {suspended} B, finished {finished} B")
         assert finished <= 1024
         keys = store.run_keys(run_id)
@@ -117,7 +129,8 @@ async def test_history_and_hooks_read_the_same_after_compaction(rt: Runtime) -> 
     assert await store.flush_compactions() == 1
     keys = store.run_keys(run_id)
     assert await store.client.exists(keys.events, keys.hooks) == 0
-    assert await store.client.exists(store.keys.key("archive", keys.partition, run_id=run_id))
+    segment = await _segment_of(store, run_id)
+    assert segment is not None and await store.client.exists(segment)
     after = await rt.events(run_id)
     assert after is not None and before is not None
     assert after[: len(before)] == before
@@ -154,8 +167,9 @@ async def _append(store: RedisStore, run_id: str, event_type: str, data: str) ->
 
 
 async def _swap_read(store: RedisStore, run_id: str, read: tuple[Any, Any]) -> int:
-    """The swap of run ``run_id`` with the blob of an earlier read of its log and hooks."""
-    return await store._swap([(store.run_keys(run_id), _compaction.swap_args(*read))])
+    """The swap of run ``run_id`` in a segment made of an earlier read of its log and hooks."""
+    run_read = _compaction.RunRead(store.run_keys(run_id), *read)
+    return await store._swap(_compaction.pack_segment([run_read]))
 
 
 async def _read(store: RedisStore, run_id: str) -> tuple[Any, Any]:
@@ -389,3 +403,159 @@ async def test_a_failing_round_does_not_stop_the_compactor(
     assert await store.client.exists(first.events) == 1  # left as it was, readable
     assert await store.client.exists(second.events) == 0  # compacted
     assert [e.type for e in await rt.events(ended[0]) or []][-1] == "workflow.completed"
+
+
+def _ids_in_one_partition(store: RedisStore, n: int) -> list[str]:
+    """``n`` new run ids of one partition (the first id's)."""
+    ids = [store.new_run_id(None)]
+    while len(ids) < n:
+        run_id = store.new_run_id(None)
+        if store.run_keys(run_id).partition == store.run_keys(ids[0]).partition:
+            ids.append(run_id)
+    return ids
+
+
+async def test_runs_that_ended_together_share_one_segment(rt: Runtime) -> None:
+    """One segment for the runs of a partition compacted together, each read back in full
+    from it, and kept as long as the longest-kept of them."""
+    store = raw(rt)
+    run_ids = _ids_in_one_partition(store, 5)
+    for ttl_s, run_id in enumerate(run_ids, start=1):
+        await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
+        await _append(store, run_id, "workflow.completed", f'{{"result":"{run_id}"}}')
+        await store.client.expire(store.run_keys(run_id).run, 100 * ttl_s)
+    before = {run_id: await rt.events(run_id) for run_id in run_ids}
+    assert await store.compact(run_ids) == 5
+    segments = {await _segment_of(store, run_id) for run_id in run_ids}
+    assert len(segments) == 1
+    [segment] = segments
+    assert segment is not None
+    blob = await store.client.get(segment)
+    assert sorted(_archive.runs_in(blob)) == sorted(run_ids)
+    for run_id in run_ids:
+        keys = store.run_keys(run_id)
+        assert await store.client.exists(keys.events, keys.hooks, keys.ckpt) == 0
+        assert await rt.events(run_id) == before[run_id]
+        assert [h.hook_id for h in await store.run_hooks(run_id) or []] == ["h"]
+    # it expires with the last of its runs, not before
+    assert 490 < await store.client.ttl(segment) <= 500
+
+
+async def test_a_segment_of_a_run_kept_for_good_is_kept_for_good(rt: Runtime) -> None:
+    store = raw(rt)
+    kept, expiring = _ids_in_one_partition(store, 2)
+    for run_id in (kept, expiring):
+        await _ended_uncompacted(store, run_id, RunStatus.FAILED.value)
+    await store.client.expire(store.run_keys(expiring).run, 100)
+    assert await store.compact([kept, expiring]) == 2
+    segment = await _segment_of(store, kept)
+    assert segment is not None and segment == await _segment_of(store, expiring)
+    assert await store.client.ttl(segment) == -1
+
+
+async def test_a_segment_holds_runs_up_to_its_size(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs go into a segment while their documents fit in SEGMENT_BYTES (what reading one
+    run inflates); a run bigger than that has one of its own."""
+    monkeypatch.setattr(_archive, "SEGMENT_BYTES", 1000)
+    store = raw(rt)
+    run_ids = _ids_in_one_partition(store, 7)
+    big = run_ids[3]
+    for run_id in run_ids:
+        await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
+    await _append(store, big, "step.completed", '{"result":"' + "z" * 3000 + '"}')
+    before = {run_id: await rt.events(run_id) for run_id in run_ids}
+    assert await store.compact(run_ids) == 7
+    holders: dict[str, list[str]] = {}
+    for run_id in run_ids:
+        segment = await _segment_of(store, run_id)
+        assert segment is not None
+        holders.setdefault(segment, []).append(run_id)
+        assert await rt.events(run_id) == before[run_id]
+    assert [big] in holders.values()
+    assert len(holders) >= 3  # 6 small documents of ~300 bytes do not fit in one
+    for segment, members in holders.items():
+        blob = await store.client.get(segment)
+        assert _archive.runs_in(blob) == members  # in order, nothing else
+        if members != [big]:
+            inflated = zlib.decompressobj(zdict=_archive._ZDICT_1).decompress(blob[1:])
+            assert len(inflated) - inflated.index(b"\n") - 1 <= 1000
+
+
+async def test_a_run_refused_by_its_fence_is_left_out_of_its_segment(rt: Runtime) -> None:
+    """A run that changed after the read its document was made from stays as it is (its
+    hash does not name the segment); its partners are swapped in, and it is compacted
+    later into another segment, with the change."""
+    store = raw(rt)
+    changed, steady = _ids_in_one_partition(store, 2)
+    for run_id in (changed, steady):
+        await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
+    [reads] = await store._read_units([[store.run_keys(changed), store.run_keys(steady)]])
+    await _append(store, changed, "timer.fired", "{}")
+    units = [
+        _compaction.RunRead(store.run_keys(run_id), *read)
+        for run_id, read in zip((changed, steady), reads, strict=True)
+    ]
+    segment = _compaction.pack_segment(units)
+    assert await store._swap(segment) == 1
+    assert await _segment_of(store, changed) is None
+    assert await store.client.xlen(store.run_keys(changed).events) == 4
+    assert await _segment_of(store, steady) == _compaction.segment_key(
+        store.run_keys(steady).partition, segment.segment_id
+    )
+    assert await store.compact([changed]) == 1
+    later = await _segment_of(store, changed)
+    assert later is not None and later != await _segment_of(store, steady)
+    events = await rt.events(changed)
+    assert events is not None and [e.type for e in events][-1] == "timer.fired"
+
+
+# A run compacted by the code before segments (at 2a240e4, by hand, on Redis 7.0): its hash
+# and its own archive (format 1) at run:<id>:archive. Its hook was answered "yes".
+_OLD_RUN_ID = "r-e1fed83c41cc7968ec9de677"
+_OLD_TOKEN = "r-e1fed83c41cc7968ec9de677:h0.answer"
+_OLD_HASH = {
+    "status": "completed",
+    "wf": "archived_before_segments",
+    "created": "1796154731659",
+    "fence": "2",
+    "nev": "5",
+    "ver": "",
+    "out": '"old:yes"',
+    "ended": "1796154731729",
+    "last": "1796154731730-0",
+}
+_OLD_ARCHIVE = bytes.fromhex(
+    "0158a4b971b04f6d93cd0ec22010849f45ced6b02d3f6d1fc3331c80423c1835f6600ce1dd6d6b7169e389"
+    "90ec4e6626dfe61764278033d980107545cb5cbf2031f340eed781e8a48fe59e8476d9dbba8f04f1bad093"
+    "b98d2fff9ca63260f9ff25e78f246cac604b313387aafbedba4343d8472cb07dfb711dd83bdc6b35745b4a"
+    "5167c483987ae967cda4f5da322af6e45c45b50457a4576b7445d2ec204f1d1e33c0c67a098eb774e0e02d"
+    "138e0716a80bc649ebac6f99a19c7581a4f4012e538822"
+)
+
+
+async def test_a_run_compacted_before_segments_reads_the_same(rt: Runtime) -> None:
+    """Its own archive (format 1) is read by every reader, and an answer to its hook gets
+    the outcome it got before."""
+    store = raw(rt)
+    keys = store.run_keys(_OLD_RUN_ID)
+    await store.client.hset(keys.run, mapping=_OLD_HASH)
+    await store.client.set(_compaction.archive_key(keys), _OLD_ARCHIVE)
+    events = await rt.events(_OLD_RUN_ID)
+    assert events is not None
+    assert [(e.type, e.data) for e in events] == [
+        ("workflow.started", {"args": ["old"]}),
+        ("hook.created", {"hook_id": "h0.answer", "name": "answer", "seq": 0}),
+        ("workflow.suspended", {"wait": "h0.answer"}),
+        ("hook.received", {"payload": "yes", "hook_id": "h0.answer"}),
+        ("workflow.completed", {"result": "old:yes"}),
+    ]
+    info = await rt.get_run(_OLD_RUN_ID)
+    assert info is not None and info.result == "old:yes"
+    assert [(h.name, h.status) for h in info.hooks] == [("answer", HookStatus.RECEIVED)]
+    assert await rt.resume_hook(_OLD_TOKEN, "yes") is False  # a duplicate
+    with pytest.raises(HookAlreadyAnswered):
+        await rt.resume_hook(_OLD_TOKEN, "no")
+    assert await store.compact([_OLD_RUN_ID]) == 0  # nothing left to compact
+    assert await rt.events(_OLD_RUN_ID) == events

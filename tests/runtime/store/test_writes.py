@@ -431,8 +431,9 @@ async def test_finishing_cleans_what_the_run_left(rt: Runtime) -> None:
     assert await client.zcard(keys.deadlines) == 0
     # the session's prompt is no longer waiting: its outbox expires with the run
     assert await client.hget(store.keys.key("waiting", keys.partition), session) is None
-    archive = store.keys.key("archive", keys.partition, run_id=run_id)
-    for key in (keys.run, archive, outbox):
+    segment_id = (await client.hget(keys.run, "archive")).decode()
+    segment = store.keys.key("segment", keys.partition, segment_id=segment_id)
+    for key in (keys.run, segment, outbox):
         assert RETENTION - 60 < await client.ttl(key) <= RETENTION, key
     assert await client.hget(keys.stats, "completed") == b"1"
     assert (await client.xpending(keys.tasks, TASKS_GROUP))["pending"] == 0

@@ -21,9 +21,11 @@ local record = redis.call('HGET', keys.hooks, hook_id)
 if not record then
   local status = redis.call('HGET', keys.run, 'status')
   if not status then return {'no_run'} end
-  -- an ended run, compacted (lua/compact.lua): its hooks are in its archive, which only
-  -- the caller can read (zlib); nothing is to be written to an ended run
-  if FINISHED[status] and redis.call('EXISTS', key_archive(keys.prefix, keys.run_id)) == 1 then
+  -- an ended run, compacted (lua/compact.lua): its hooks are in its segment (or, compacted
+  -- before segments, its own archive), which only the caller can read (zlib); nothing is
+  -- to be written to an ended run
+  if FINISHED[status] and (redis.call('HEXISTS', keys.run, 'archive') == 1
+      or redis.call('EXISTS', key_archive(keys.prefix, keys.run_id)) == 1) then
     return {'archived', status}
   end
   return {'no_hook'}
