@@ -43,7 +43,7 @@ export function hookCard(hook, me, { showRun = true } = {}) {
 
 // ---- runs ---------------------------------------------------------------------------
 const tagsText = (tags) => Object.entries(tags || {}).map(([k, v]) => `${k}:${v}`).join(" ") || "—";
-export async function runsView(main, me, params) {
+function filtersForm(params) {
   const field = (label, control) => el("label", { class: "pc-field" }, label, control);
   const status = el("select", { name: "status" }, el("option", { value: "", text: "any" }),
     STATUSES.map((s) => el("option", { value: s, text: s, selected: params.get("status") === s })));
@@ -64,11 +64,29 @@ export async function runsView(main, me, params) {
     event.preventDefault();
     const next = new URLSearchParams();
     for (const [name, value] of new FormData(form)) if (value) next.set(name, value);
-    location.hash = `#/runs?${next}`;
+    const hash = `#/runs?${next}`;
+    if (filters && filters.form === form) filters.hash = hash;
+    location.hash = hash;
   });
-  const results = el("div", { "aria-live": "polite" }, el("p", { class: "pc-empty", text: "Loading runs…" }));
-  main.replaceChildren(el("h1", { text: "Runs" }), form, results);
+  return form;
+}
 
+// The runs view's filter form and what it last submitted. A press on Filter changes the
+// location's hash, and the view is rendered again only when the browser's hashchange event
+// comes, a moment later: rebuilt from the hash then, the form would drop whatever was typed
+// in between (and the focus). So the view rendered for the hash its form submitted keeps
+// that form as it is and replaces only the results.
+let filters = null; // { form, results, hash }
+export async function runsView(main, me, params) {
+  const results = el("div", { "aria-live": "polite" }, el("p", { class: "pc-empty", text: "Loading runs…" }));
+  if (filters && filters.hash === location.hash && main.contains(filters.form) && main.contains(filters.results)) {
+    filters.results.replaceWith(results);
+    filters.results = results;
+  } else {
+    const form = filtersForm(params);
+    filters = { form, results, hash: null };
+    main.replaceChildren(el("h1", { text: "Runs" }), form, results);
+  }
   const query = new URLSearchParams();
   for (const name of ["status", "workflow", "session", "q", "tag", "version", "offset"]) if (params.get(name)) query.set(name, params.get(name));
   for (const name of ["since", "until"]) if (params.get(name)) query.set(name, String(new Date(params.get(name)).getTime() / 1000));
