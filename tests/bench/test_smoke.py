@@ -62,6 +62,7 @@ CONCURRENT = {
         "--runs", "20", "--warmup", "5", "--redis-too", "--keep", str(CALLGRIND_DIR),
         module="bench.instructions",
     ),
+    "segments": _command("--sizes", "1", "3", "--runs", "6", module="bench.segments"),
     "report": _command(
         "--quick", "--runs", "20", "--warmup", "5", "--probe", "3", "--idle-window", "0.2",
         "--ceiling-scripts", "2000", "--round-points", "1", "3", "--samples", "2",
@@ -171,6 +172,17 @@ def test_ceiling_mode(launched: Launched) -> None:
     assert result["ceiling"]["scripts_per_s"] > 0
     assert result["ceiling"]["lifecycles_per_s"] > 0
     assert "ceiling" in table
+
+
+def test_segments_mode_prints_a_finished_runs_bytes_by_segment_size(launched: Launched) -> None:
+    result, table = _finished(launched, "segments")
+    alone, shared = result["sizes"]
+    assert (alone["runs_per_segment"], shared["runs_per_segment"]) == (1, 3)
+    assert alone["runs"] == shared["runs"] == 6
+    assert alone["run_hash_bytes"] > 0
+    # the same runs, in segments of 3: one blob of zlib (and one key) for three of them
+    assert 0 < shared["segment_share_bytes"] < alone["segment_share_bytes"]
+    assert "runs/segment" in table
 
 
 def test_report_prints_every_figure_in_one_run(launched: Launched) -> None:

@@ -149,7 +149,7 @@ async def test_hitl_lifecycle_round_trips(
     assert after_answer == ["resume", *DRAIN_READS_TASK, "claim", "apply", *DRAIN_FINDS_NOTHING]
     # The ended run's compaction comes seconds later (runtime/store/redis/_compaction.py):
     # the logs of a partition's runs that ended meanwhile read with one XREAD, their hooks
-    # with one script, and their archives swapped in with one more (the first two are sent
+    # with one script, and their segment swapped in with one more (the first two are sent
     # at once, in either order). A lone run pays all three; runs that end together share
     # them (test_runs_ending_together_cost_at_most_8_commands_each_with_compaction).
     assert sorted(sections["compaction-1"]) == ["XREAD", "compact", "read_hooks"]
