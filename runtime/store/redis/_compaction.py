@@ -238,12 +238,11 @@ class CompactionStore(StorePart):
 
     async def _swap(self, segment: Segment) -> int:
         """One script call for a segment; returns how many of its runs it swapped in."""
-        keys = [segment_key(segment.runs[0][0].partition, segment.segment_id)]
         argv: list[Any] = [segment.segment_id, segment.blob]
         for run, last_id, length, hooks in segment.runs:
-            keys += [run.run, run.events, run.hooks, run.ckpt]
-            argv += [last_id, length, hooks]
-        return int(await self.scripts.compact(keys=keys, args=argv))
+            argv += [run.run_id, last_id, length, hooks]
+        key = segment_key(segment.runs[0][0].partition, segment.segment_id)
+        return int(await self.scripts.compact(keys=[key], args=argv))
 
     async def _read_units(
         self, units: Sequence[Sequence[_keys.RunKeys]]

@@ -15,18 +15,20 @@
 -- Race closed: a segment expiring before one of its runs, whose hash would then name a
 -- segment that is gone: it expires with the last of the runs it took (end_run set their
 -- expiry), or never if one of them never does.
--- KEYS: the segment's key, then per run (all in its partition): its hash, events, hooks,
--- checkpoints.
--- ARGV: the segment's id, its blob, then per run: the log's last id, its length, the hooks
--- hash's field count.
+-- KEYS: the segment's key. The runs' keys share its partition's prefix and are built from
+-- it here (as lua/lib.lua's run_keys does): four fewer arguments a run to encode and send.
+-- ARGV: the segment's id, its blob, then per run: its id, the log's last id, its length,
+-- the hooks hash's field count.
 -- Returns how many runs were compacted.
 local segment, segment_id = KEYS[1], ARGV[1]
+local _, prefix_end = string.find(segment, PARTITION_PREFIX_END, 1, true)
+local prefix = string.sub(segment, 1, prefix_end)
 local done, longest, forever = 0, 0, false
-for r = 0, (#KEYS - 1) / 4 - 1 do
-  local run, events, hooks, ckpt = KEYS[4 * r + 2], KEYS[4 * r + 3], KEYS[4 * r + 4],
-    KEYS[4 * r + 5]
-  local last_id, length, nhooks = ARGV[3 * r + 3], tonumber(ARGV[3 * r + 4]),
-    tonumber(ARGV[3 * r + 5])
+for r = 0, (#ARGV - 2) / 4 - 1 do
+  local run_id, last_id = ARGV[4 * r + 3], ARGV[4 * r + 4]
+  local length, nhooks = tonumber(ARGV[4 * r + 5]), tonumber(ARGV[4 * r + 6])
+  local run, events = key_run(prefix, run_id), key_events(prefix, run_id)
+  local hooks, ckpt = key_hooks(prefix, run_id), key_ckpt(prefix, run_id)
   local status = redis.call('HGET', run, 'status')
   if status and FINISHED[status] and redis.call('XLEN', events) == length
       and redis.call('HLEN', hooks) == nhooks then
