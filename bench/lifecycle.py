@@ -26,9 +26,8 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from runtime.store.redis import _archive
 from runtime.store.redis import keys as redis_keys
-from runtime.store.redis._compaction import COMPACT_DELAY_SECONDS
+from runtime.store.redis._compaction import COMPACT_BATCH_SECONDS, COMPACT_DELAY_SECONDS
 
 from .app import WORKFLOW
 from .common import Env, bounded, token_of, wait_for
@@ -110,11 +109,11 @@ async def run_lifecycles(env: Env, opts: Options) -> dict[str, Any]:
     sample = run_ids[:: max(1, n // 50)]
     # Not polled before the runs are due: each poll's EXISTS of every run costs Redis CPU
     # that this window charges to compaction (~4 us per run for 13 polls of 2,100 runs).
-    await asyncio.sleep(COMPACT_DELAY_SECONDS)
+    await asyncio.sleep(COMPACT_DELAY_SECONDS + COMPACT_BATCH_SECONDS)
     await wait_for(lambda: env.all_compacted(run_ids), 60, "compactions", every=0.5)
     s4, d4 = await snap(env)
     finished_bytes = await _key_bytes(env, sample, ("run", "events", "ckpt", "hooks"))
-    finished_bytes["archive_share"] = await _segment_share(env, sample)
+    finished_bytes["archive_share"] = await _segment_share(env, run_ids, sample)
     config = await redis_settings(env)
 
     check = await verify(env, run_ids)
@@ -186,24 +185,29 @@ async def _key_bytes(
     return out
 
 
-async def _segment_share(env: Env, sample: list[str]) -> float:
+async def _segment_share(env: Env, run_ids: list[str], sample: list[str]) -> float:
     """A finished run's share of its archive: MEMORY USAGE of the segments the sample's runs
-    are in (runtime/store/redis/_archive.py) ÷ the runs those segments hold."""
-    run_keys = [redis_keys.run_keys(r, env.partitions) for r in sample]
-    named = await env.observer.pipeline([("HGET", keys.run, "archive") for keys in run_keys])
+    are in (runtime/store/redis/_archive.py) ÷ the runs (of ``run_ids``) that name them."""
+    named: Counter[str] = Counter()
+    for first in range(0, len(run_ids), 1000):
+        chunk = [redis_keys.run_keys(r, env.partitions) for r in run_ids[first : first + 1000]]
+        replies = await env.observer.pipeline([("HGET", keys.run, "archive") for keys in chunk])
+        for keys, segment_id in zip(chunk, replies, strict=True):
+            if segment_id is not None:
+                named[redis_keys.key("segment", keys.partition, segment_id=_text(segment_id))] += 1
+    sample_keys = [redis_keys.run_keys(r, env.partitions) for r in sample]
+    replies = await env.observer.pipeline([("HGET", keys.run, "archive") for keys in sample_keys])
     segments = sorted(
         {
             redis_keys.key("segment", keys.partition, segment_id=_text(segment_id))
-            for keys, segment_id in zip(run_keys, named, strict=True)
+            for keys, segment_id in zip(sample_keys, replies, strict=True)
             if segment_id is not None
         }
     )
     if not segments:
         return 0.0
     sizes = await env.observer.pipeline([("MEMORY", "USAGE", k, "SAMPLES", 0) for k in segments])
-    blobs = await env.observer.pipeline([("GET", k) for k in segments])
-    runs = sum(len(_archive.runs_in(blob)) for blob in blobs if blob is not None)
-    return round(sum(int(x or 0) for x in sizes) / max(1, runs), 1)
+    return round(sum(int(x or 0) for x in sizes) / sum(named[k] for k in segments), 1)
 
 
 async def _warm_up(env: Env, opts: Options) -> None:

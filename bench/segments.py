@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 import orjson
+import redis.asyncio as aioredis
 
 from runtime import Runtime, Worker
 from runtime.models import RunStatus
@@ -46,10 +47,12 @@ async def _lifecycles(rt: Runtime, k: int) -> list[str]:
 
 
 async def _size(url: str, k: int, runs: int) -> dict[str, float]:
+    # emptied before the runtime connects (which makes the task groups it needs)
+    async with aioredis.from_url(url) as client:
+        await client.flushdb()
     async with Runtime(url, partitions=1) as rt:
         store = rt.store
         assert isinstance(store, RedisStore)
-        await store.client.flushdb()
         worker = Worker(rt, concurrency=64)
         task = asyncio.create_task(worker.run())
         try:

@@ -24,10 +24,11 @@ class InspectionStore(CompactionStore):
             pipe.hgetall(keys.hooks)
             pipe.smembers(_keys.key("children", keys.partition, run_id=run_id))
             pipe.get(archive_key(keys))
-            run, hooks, children, legacy = await pipe.execute()
+            pipe.hget(keys.run, "archive")  # last: see read_log
+            run, hooks, children, legacy, segment_id = await pipe.execute()
         if not run:
             return None
-        archived = await self.unarchive(keys, run.get(b"archive"), legacy)
+        archived = await self.unarchive(keys, segment_id, legacy)
         if archived is not None:  # an ended run, compacted (._compaction)
             hooks = archived[1]
         info = _decode.run_info(run_id, run, hooks)

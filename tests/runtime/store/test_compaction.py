@@ -423,6 +423,7 @@ async def test_runs_that_ended_together_share_one_segment(rt: Runtime) -> None:
     for ttl_s, run_id in enumerate(run_ids, start=1):
         await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
         await _append(store, run_id, "workflow.completed", f'{{"result":"{run_id}"}}')
+        await store.client.hset(store.run_keys(run_id).hooks, f"h-{run_id}", 'E-{"name":"x"}')
         await store.client.expire(store.run_keys(run_id).run, 100 * ttl_s)
     before = {run_id: await rt.events(run_id) for run_id in run_ids}
     assert await store.compact(run_ids) == 5
@@ -436,7 +437,8 @@ async def test_runs_that_ended_together_share_one_segment(rt: Runtime) -> None:
         keys = store.run_keys(run_id)
         assert await store.client.exists(keys.events, keys.hooks, keys.ckpt) == 0
         assert await rt.events(run_id) == before[run_id]
-        assert [h.hook_id for h in await store.run_hooks(run_id) or []] == ["h"]
+        hooks = await store.run_hooks(run_id) or []
+        assert sorted(h.hook_id for h in hooks) == sorted(["h", f"h-{run_id}"])
     # it expires with the last of its runs, not before
     assert 490 < await store.client.ttl(segment) <= 500
 
@@ -559,3 +561,120 @@ async def test_a_run_compacted_before_segments_reads_the_same(rt: Runtime) -> No
         await rt.resume_hook(_OLD_TOKEN, "no")
     assert await store.compact([_OLD_RUN_ID]) == 0  # nothing left to compact
     assert await rt.events(_OLD_RUN_ID) == events
+
+
+class _SplitPipeline:
+    """A pipeline whose commands reach Redis one by one, with ``between`` awaited after the
+    first: what a pipeline split across reads (a proxy, a large reply) lets happen."""
+
+    def __init__(self, client: Any, between: Any) -> None:
+        self.client, self.between, self.calls = client, between, []
+
+    async def __aenter__(self) -> _SplitPipeline:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        def queue(*args: Any, **kwargs: Any) -> None:
+            self.calls.append((name, args, kwargs))
+
+        return queue
+
+    async def execute(self) -> list[Any]:
+        replies = []
+        for i, (name, args, kwargs) in enumerate(self.calls):
+            replies.append(await getattr(self.client, name)(*args, **kwargs))
+            if i == 0:
+                await self.between()
+        return replies
+
+
+def _split_next_pipeline(client: Any, monkeypatch: pytest.MonkeyPatch, between: Any) -> None:
+    """The client's next pipeline is a _SplitPipeline; those after it, its own."""
+    original = client.pipeline
+    taken: list[bool] = []
+
+    def pipeline(transaction: bool = True) -> Any:
+        if taken:
+            return original(transaction=transaction)
+        taken.append(True)
+        return _SplitPipeline(client, between)
+
+    monkeypatch.setattr(client, "pipeline", pipeline)
+
+
+@pytest.mark.parametrize("reader", ["events", "get_run"])
+async def test_a_run_compacted_in_the_middle_of_a_read_is_read_whole(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
+    """Race closed: the swap landing between a reader's first read and the others (its
+    stream and hooks read gone, its segment not named yet) read the ended run with no log
+    and no hooks; the readers read the run's segment last."""
+    store = raw(rt)
+    run_id = store.new_run_id(None)
+    await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
+    before = await rt.events(run_id)
+
+    async def compact() -> None:
+        assert await store.compact([run_id]) == 1
+
+    _split_next_pipeline(store.client, monkeypatch, compact)
+    if reader == "events":
+        assert await rt.events(run_id) == before
+    else:
+        info = await rt.get_run(run_id)
+        assert info is not None and [h.hook_id for h in info.hooks] == ["h"]
+    assert await _segment_of(store, run_id) is not None  # it did happen in between
+
+
+async def test_runs_in_their_last_millisecond_are_swapped_without_an_error(rt: Runtime) -> None:
+    """A run whose expiry is a millisecond away has a PTTL of 0: the segment's expiry was
+    set from it as PX 0, which the server refuses, after the runs' hashes had been made to
+    name the segment. Now the segment lives at least 1 ms, and is written before them."""
+    store = raw(rt)
+    for _ in range(150):
+        run_id = store.new_run_id(None)
+        await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
+        read = await _read(store, run_id)
+        await store.client.pexpire(store.run_keys(run_id).run, 1)
+        await _swap_read(store, run_id, read)  # raised "invalid expire time" ~1 in 14
+
+
+async def test_runs_that_end_within_the_batch_window_share_a_segment(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compactor, once the first run is due, waits COMPACT_BATCH_SECONDS for more: runs
+    of a partition that ended within it go into one segment."""
+    monkeypatch.setattr(_compaction, "COMPACT_BATCH_SECONDS", 0.3)
+    store = raw(rt)
+    monkeypatch.setattr(store, "compact_delay", 0.0)
+    run_ids = _ids_in_one_partition(store, 3)
+    for run_id in run_ids:
+        await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
+    store._compact_later(run_ids[0])
+    await asyncio.sleep(0.1)
+    for run_id in run_ids[1:]:
+        store._compact_later(run_id)
+    for _ in range(200):
+        segments = [await _segment_of(store, run_id) for run_id in run_ids]
+        if all(segments):
+            break
+        await asyncio.sleep(0.02)
+    assert len(set(segments)) == 1 and None not in segments
+
+
+async def test_a_run_whose_segment_is_gone_reads_empty_and_says_so(
+    rt: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = raw(rt)
+    run_id = store.new_run_id(None)
+    await _ended_uncompacted(store, run_id, RunStatus.COMPLETED.value)
+    assert await store.compact([run_id]) == 1
+    segment = await _segment_of(store, run_id)
+    assert segment is not None
+    await store.client.delete(segment)  # by hand, or evicted
+    with caplog.at_level("WARNING", logger="parley.store"):
+        assert await rt.events(run_id) == []
+    assert any(run_id in r.getMessage() and segment in r.getMessage() for r in caplog.records)

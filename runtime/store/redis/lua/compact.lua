@@ -23,31 +23,35 @@
 local segment, segment_id = KEYS[1], ARGV[1]
 local _, prefix_end = string.find(segment, PARTITION_PREFIX_END, 1, true)
 local prefix = string.sub(segment, 1, prefix_end)
-local done, longest, forever = 0, 0, false
+-- The runs to swap first, then the segment, then the swaps: a SET that fails (the server
+-- refusing it) leaves no hash naming a segment that was not written.
+local swapped, longest, forever = {}, 0, false
 for r = 0, (#ARGV - 2) / 4 - 1 do
   local run_id, last_id = ARGV[4 * r + 3], ARGV[4 * r + 4]
   local length, nhooks = tonumber(ARGV[4 * r + 5]), tonumber(ARGV[4 * r + 6])
   local run, events = key_run(prefix, run_id), key_events(prefix, run_id)
-  local hooks, ckpt = key_hooks(prefix, run_id), key_ckpt(prefix, run_id)
+  local hooks = key_hooks(prefix, run_id)
   local status = redis.call('HGET', run, 'status')
   if status and FINISHED[status] and redis.call('XLEN', events) == length
       and redis.call('HLEN', hooks) == nhooks then
     local ttl = redis.call('PTTL', run)
-    if ttl < 0 then forever = true elseif ttl > longest then longest = ttl end
-    -- 'last': what lua/wait_state.lua reports as the run's last event id once the stream
-    -- is gone
-    redis.call('HSET', run, 'last', last_id, 'archive', segment_id)
-    redis.call('DEL', events, hooks, ckpt)
-    done = done + 1
+    if ttl == -1 then forever = true elseif ttl > longest then longest = ttl end
+    swapped[#swapped + 1] = {run, events, hooks, key_ckpt(prefix, run_id), last_id}
   end
 end
-if done > 0 then
-  if forever then
-    redis.call('SET', segment, ARGV[2])
-  else
-    -- (as a string: a Lua number is formatted per call; '%.0f', not '%d', a C long that
-    -- is 32 bits on Windows, where the embedded store may run)
-    redis.call('SET', segment, ARGV[2], 'PX', string.format('%.0f', longest))
-  end
+if #swapped == 0 then return 0 end
+if forever then
+  redis.call('SET', segment, ARGV[2])
+else
+  -- at least 1 ms: a run in its last millisecond has a PTTL of 0, which PX refuses.
+  -- (As a string: a Lua number is formatted per call; '%.0f', not '%d', a C long that is
+  -- 32 bits on Windows, where the embedded store may run.)
+  redis.call('SET', segment, ARGV[2], 'PX', string.format('%.0f', math.max(longest, 1)))
 end
-return done
+for _, run in ipairs(swapped) do
+  -- 'last': what lua/wait_state.lua reports as the run's last event id once the stream is
+  -- gone
+  redis.call('HSET', run[1], 'last', run[5], 'archive', segment_id)
+  redis.call('DEL', run[2], run[3], run[4])
+end
+return #swapped
