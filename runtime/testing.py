@@ -207,6 +207,38 @@ class RedisSentinels:
             raise RuntimeError("no sentinel names a master")
         return next(server for server in self.servers if server.port == address[1])
 
+    def wait_promoted(self, old: RedisServer, timeout: float = 30) -> RedisServer:
+        """Until every sentinel names a master other than ``old`` and that server runs as a
+        master: the failover is over, not merely begun. (Restarting a master that keeps
+        nothing on disk before that lets Sentinel, should the failover be aborted, make the
+        promoted replica a replica of the restarted, empty server: its data goes with the
+        resync. Redis' replication guide warns of that restart.)"""
+        deadline = time.monotonic() + timeout
+        while True:
+            named = set()
+            for port in self.sentinel_ports:
+                client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+                try:
+                    reply: Any = client.sentinel_get_master_addr_by_name(self.service)
+                    named.add(int(reply[1]))
+                except (redis.ConnectionError, redis.TimeoutError, TypeError):
+                    named.add(-1)
+                finally:
+                    client.close()
+            if len(named) == 1 and (port := named.pop()) not in (old.port, -1):
+                server = next(s for s in self.servers if s.port == port)
+                client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+                try:
+                    if client.info("replication")["role"] == "master":
+                        return server
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass
+                finally:
+                    client.close()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the sentinels did not agree on a master other than {old.port}")
+            time.sleep(0.05)
+
     def replica_servers(self) -> list[RedisServer]:
         master = self.master_server()
         return [server for server in self.servers if server is not master]

@@ -65,6 +65,7 @@ class Driver:
         self.refused = 0  # calls that failed as StoreUnavailable (retried)
         self.asked_again: set[str] = set()  # acknowledged answers whose hook came back
         self.stopping = False
+        self.numbers: dict[str, int] = {}  # run id -> the n of its start (its order)
 
     async def retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         while True:
@@ -80,6 +81,7 @@ class Driver:
             lambda: self.rt.start("failover", n, idempotency_key=f"failover-{n}")
         )
         self.started.setdefault(run_id, time.monotonic())
+        self.numbers.setdefault(run_id, n)
 
     async def answer_loop(self) -> None:
         while not self.stopping:
@@ -182,7 +184,16 @@ async def _failover(deployment: RedisSentinels, url: str) -> Failover:
             while deployment.master_server() is old:
                 await asyncio.sleep(0.05)
             promoted = time.monotonic()
-            old.start()  # its supervisor restarts it: Sentinel makes it the new replica
+            # Its supervisor restarts it once the failover is over, and Sentinel makes it the
+            # new master's replica. Restarted as soon as one sentinel named the new master,
+            # it kept nothing (no persistence) and the failover could still be aborted under
+            # load: sentinels that had not yet learned of the promotion made the promoted
+            # replica a replica of this empty server again, and what it held went with the
+            # resync. (Three full-suite runs found 12 acknowledged starts missing; the one
+            # that said where: starts 0 to 11, the first ones, on no server, every later
+            # run present. Redis' replication guide warns of that restart.)
+            await asyncio.to_thread(deployment.wait_promoted, old)
+            old.start()
             await starting
             after = time.monotonic()
             await _start_range(driver, BEFORE, BEFORE + AFTER)  # sent after the promotion
@@ -212,7 +223,7 @@ async def _failover(deployment: RedisSentinels, url: str) -> Failover:
 async def test_a_killed_master_loses_no_acknowledged_answer(deployment: RedisSentinels) -> None:
     failover = await _failover(deployment, deployment.url(query="wait=1&wait_timeout=500"))
     driver, events = failover.driver, failover.events
-    assert failover.lost_starts == [], "acknowledged starts lost"
+    assert failover.lost_starts == [], _where_are(deployment, driver, failover.lost_starts)
     assert driver.asked_again == set(), "acknowledged answers lost"
     assert len(driver.started) == BEFORE + AFTER
     assert sum(when > failover.after for when in driver.started.values()) == AFTER
@@ -236,6 +247,29 @@ async def test_without_wait_acknowledged_writes_are_lost(deployment: RedisSentin
     durability modes say, and what the test above would catch."""
     failover = await _failover(deployment, deployment.url())
     assert failover.lost_starts or failover.driver.asked_again
+
+
+def _where_are(deployment: RedisSentinels, driver: Driver, run_ids: list[str]) -> str:
+    """What each server holds of these runs, for the failure message: two full suite runs
+    (never one alone) found 12 acknowledged starts missing even 15 s after the deployment
+    settled; whether they are on some server (a stale read) or nowhere (a lost write) is
+    what this tells."""
+    from runtime.store.redis import keys
+
+    lines = [f"acknowledged starts lost; the sentinels name {deployment.master()} the master"]
+    for run_id in run_ids:
+        lines.append(f"{run_id} (start number {driver.numbers.get(run_id)}):")
+        for server in deployment.servers:
+            client = redis.Redis(port=server.port, socket_timeout=2)
+            try:
+                role = client.info("replication")["role"]
+                held = client.exists(keys.run_keys(run_id, PARTITIONS).run)
+                lines.append(f"  server {server.port} ({role}): {'has it' if held else 'not'}")
+            except redis.RedisError as exc:
+                lines.append(f"  server {server.port}: {exc}")
+            finally:
+                client.close()
+    return "\n".join(lines)
 
 
 def _cut_replication(master_port: int) -> None:
