@@ -132,3 +132,19 @@ async def test_a_demoted_master_is_an_outage_ridden_out(deployment: RedisSentine
         )
     deployment.wait_healthy(replicas=1, other_sentinels=2)
     deployment.flushall()
+
+
+async def test_a_sentinel_master_without_aof_gets_advice(deployment: RedisSentinels) -> None:
+    """A master restarted empty before its failover is over can take the promoted replica's
+    data with it (tests/deploy/test_failover.py lost 12 acknowledged starts so): a worker
+    on a Sentinel deployment says so when AOF is off, and not when it is on."""
+    async with Runtime(deployment.url(), partitions=4) as rt:
+        advice = await rt.store.settings_advice()
+        assert [(s, v, w) for s, v, w, _ in advice] == [("appendonly", "no", "yes")]
+        master = redis.Redis(port=deployment.master_server().port)
+        try:
+            master.config_set("appendonly", "yes")
+            assert await rt.store.settings_advice() == []
+        finally:
+            master.config_set("appendonly", "no")
+            master.close()

@@ -7,6 +7,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from ._connect import SENTINEL_SCHEME
 from ._part import StorePart
 
 # (setting, the value recommended, why); _applies says when the server's other settings
@@ -19,12 +20,23 @@ RECOMMENDED: tuple[tuple[str, str, str], ...] = (
         "run, its log or its pending hooks would vanish without a trace; with noeviction "
         "writes fail instead (StoreUnavailable), and nothing is lost",
     ),
+    (
+        "appendonly",
+        "yes",
+        "a Sentinel master that keeps its data only in memory comes back empty if it is "
+        "restarted before its failover is over, and a sentinel that has not yet learned of "
+        "the promotion can make the promoted replica resync from it: acknowledged writes "
+        "are lost whatever ?wait said (README, Deployment). Turn AOF on, or let nothing "
+        "restart a failed master before every sentinel names the new one",
+    ),
 )
 
 
-def _applies(setting: str, config: dict[str, str]) -> bool:
+def _applies(setting: str, config: dict[str, str], *, sentinel: bool) -> bool:
     if setting == "maxmemory-policy":  # without a limit nothing is ever evicted
         return config.get("maxmemory", "0") != "0"
+    if setting == "appendonly":  # a lone server restarted empty loses its data either way
+        return sentinel
     return True
 
 
@@ -51,7 +63,9 @@ class AdviceStore(StorePart):
         return [
             (setting, config[setting], wanted, why)
             for setting, wanted, why in RECOMMENDED
-            if setting in config and config[setting] != wanted and _applies(setting, config)
+            if setting in config
+            and config[setting] != wanted
+            and _applies(setting, config, sentinel=self.url.startswith(SENTINEL_SCHEME))
         ]
 
 
