@@ -269,7 +269,22 @@ def _where_are(deployment: RedisSentinels, driver: Driver, run_ids: list[str]) -
                 lines.append(f"  server {server.port}: {exc}")
             finally:
                 client.close()
+    # what the sentinels decided, in their order (their logs are kept until the fixture ends)
+    for log in sorted(deployment.dir.glob("sentinel-*.log")):
+        lines.append(f"{log.name}:")
+        lines += [
+            f"  {line}"
+            for line in log.read_text(errors="replace").splitlines()
+            if any(mark in line for mark in _SENTINEL_EVENTS)
+        ][-20:]
     return "\n".join(lines)
+
+
+# the sentinel log lines that say who was master when, and which server was made a replica
+_SENTINEL_EVENTS = (
+    "+odown", "+try-failover", "+elected-leader", "+promoted-slave", "+switch-master",
+    "+convert-to-slave", "failover-abort", "+failover-end", "+config-update-from",
+)  # fmt: skip
 
 
 def _cut_replication(master_port: int) -> None:
