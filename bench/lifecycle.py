@@ -188,26 +188,21 @@ async def _key_bytes(
 async def _segment_share(env: Env, run_ids: list[str], sample: list[str]) -> float:
     """A finished run's share of its archive: MEMORY USAGE of the segments the sample's runs
     are in (runtime/store/redis/_archive.py) ÷ the runs (of ``run_ids``) that name them."""
-    named: Counter[str] = Counter()
+    segment_of: dict[str, str] = {}  # run id -> the key of the segment its hash names
     for first in range(0, len(run_ids), 1000):
         chunk = [redis_keys.run_keys(r, env.partitions) for r in run_ids[first : first + 1000]]
         replies = await env.observer.pipeline([("HGET", keys.run, "archive") for keys in chunk])
         for keys, segment_id in zip(chunk, replies, strict=True):
             if segment_id is not None:
-                named[redis_keys.key("segment", keys.partition, segment_id=_text(segment_id))] += 1
-    sample_keys = [redis_keys.run_keys(r, env.partitions) for r in sample]
-    replies = await env.observer.pipeline([("HGET", keys.run, "archive") for keys in sample_keys])
-    segments = sorted(
-        {
-            redis_keys.key("segment", keys.partition, segment_id=_text(segment_id))
-            for keys, segment_id in zip(sample_keys, replies, strict=True)
-            if segment_id is not None
-        }
-    )
+                segment_of[keys.run_id] = redis_keys.key(
+                    "segment", keys.partition, segment_id=_text(segment_id)
+                )
+    segments = sorted({segment_of[r] for r in sample if r in segment_of})
     if not segments:
         return 0.0
     sizes = await env.observer.pipeline([("MEMORY", "USAGE", k, "SAMPLES", 0) for k in segments])
-    return round(sum(int(x or 0) for x in sizes) / sum(named[k] for k in segments), 1)
+    runs = Counter(segment_of.values())
+    return round(sum(int(x or 0) for x in sizes) / sum(runs[k] for k in segments), 1)
 
 
 async def _warm_up(env: Env, opts: Options) -> None:

@@ -187,17 +187,24 @@ class RedisSentinels:
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
         return f"redis+sentinel://{hosts}/{self.service}/{db}" + (f"?{query}" if query else "")
 
+    def _named_by(self, sentinel_port: int) -> tuple[str, int] | None:
+        """The master's address as the sentinel on ``sentinel_port`` names it; None if it
+        does not answer."""
+        client = redis.Redis(port=sentinel_port, socket_timeout=1, decode_responses=True)
+        try:
+            reply: Any = client.sentinel_get_master_addr_by_name(self.service)
+            return str(reply[0]), int(reply[1])
+        except (redis.ConnectionError, redis.TimeoutError, TypeError):
+            return None
+        finally:
+            client.close()
+
     def master(self) -> tuple[str, int] | None:
         """The master's address, as the first sentinel that answers names it."""
         for port in self.sentinel_ports:
-            client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
-            try:
-                reply: Any = client.sentinel_get_master_addr_by_name(self.service)
-                return str(reply[0]), int(reply[1])
-            except (redis.ConnectionError, redis.TimeoutError, TypeError):
-                continue
-            finally:
-                client.close()
+            address = self._named_by(port)
+            if address is not None:
+                return address
         return None
 
     def master_server(self) -> RedisServer:
@@ -210,22 +217,14 @@ class RedisSentinels:
     def wait_promoted(self, old: RedisServer, timeout: float = 30) -> RedisServer:
         """Until every sentinel names a master other than ``old`` and that server runs as a
         master: the failover is over, not merely begun. (Restarting a master that keeps
-        nothing on disk before that lets Sentinel, should the failover be aborted, make the
-        promoted replica a replica of the restarted, empty server: its data goes with the
-        resync. Redis' replication guide warns of that restart.)"""
+        nothing on disk before that lets a sentinel that has not yet learned of the
+        promotion make the promoted replica a replica of the restarted, empty server: its
+        data goes with the resync. Redis' replication guide warns of that restart.)"""
         deadline = time.monotonic() + timeout
         while True:
-            named = set()
-            for port in self.sentinel_ports:
-                client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
-                try:
-                    reply: Any = client.sentinel_get_master_addr_by_name(self.service)
-                    named.add(int(reply[1]))
-                except (redis.ConnectionError, redis.TimeoutError, TypeError):
-                    named.add(-1)
-                finally:
-                    client.close()
-            if len(named) == 1 and (port := named.pop()) not in (old.port, -1):
+            named = {self._named_by(port) for port in self.sentinel_ports}
+            if len(named) == 1 and (address := named.pop()) and address[1] != old.port:
+                port = address[1]
                 server = next(s for s in self.servers if s.port == port)
                 client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
                 try:

@@ -29,6 +29,7 @@ import redis
 
 from runtime import HookNotFound, RunNotFound, Runtime, StoreUnavailable
 from runtime.models import Event, EventType
+from runtime.store.redis import keys
 from runtime.testing import RedisSentinels, WorkerProcess
 
 # The driver knows the workflow by its code, not from the workers' announcement: a read
@@ -138,9 +139,8 @@ async def _results(driver: Driver) -> tuple[dict[str, Any], list[str]]:
     """Each started run's result, and the runs not found, looked for again until
     STALE_READS_SECONDS have passed. Even after the settle, a sentinel that has not yet
     taken the new configuration can name the restarted server as the master while it is
-    still empty, and a new connection then reads there (the stale read the README names:
-    two suite runs found 12 acknowledged runs missing at once, none alone in 14 tries). A
-    lost write does not come back; a stale read ends once the sentinels agree."""
+    still empty, and a new connection then reads there (the stale read the README names).
+    A lost write does not come back; a stale read ends once the sentinels agree."""
     results: dict[str, Any] = {}
     missing = list(driver.started)
     deadline = time.monotonic() + STALE_READS_SECONDS
@@ -201,8 +201,7 @@ async def _failover(deployment: RedisSentinels, url: str) -> Failover:
             # Checked once the deployment has settled: until every sentinel names the new
             # master and the restarted server is its replica, a read may reach that server
             # while it still runs as an empty master of its own: a stale read, not a lost
-            # write (the likely cause of one suite run that found 12 acknowledged runs
-            # missing; alone, under load, the test never failed in 12 tries).
+            # write.
             await asyncio.to_thread(deployment.wait_healthy, 1, 2)
 
             results, lost_starts = await _results(driver)
@@ -250,12 +249,9 @@ async def test_without_wait_acknowledged_writes_are_lost(deployment: RedisSentin
 
 
 def _where_are(deployment: RedisSentinels, driver: Driver, run_ids: list[str]) -> str:
-    """What each server holds of these runs, for the failure message: two full suite runs
-    (never one alone) found 12 acknowledged starts missing even 15 s after the deployment
-    settled; whether they are on some server (a stale read) or nowhere (a lost write) is
-    what this tells."""
-    from runtime.store.redis import keys
-
+    """What each server holds of these runs, and what the sentinels decided, for the
+    failure message: whether the runs are on some server (a stale read) or nowhere (a lost
+    write), and why."""
     lines = [f"acknowledged starts lost; the sentinels name {deployment.master()} the master"]
     for run_id in run_ids:
         lines.append(f"{run_id} (start number {driver.numbers.get(run_id)}):")

@@ -38,6 +38,7 @@ from . import _decode, _keys, _records, _scripts
 from ._advice import AdviceStore
 from ._batch import Batcher, Script
 from ._calls import store_call
+from ._compaction import archive_key
 from ._connect import connect, durability_of, is_cluster_url
 from ._durability import ReplicatedBatcher
 from ._executions import ExecutionStore
@@ -286,7 +287,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
             ],
         )
         if reply[0] == b"archived":
-            return await self._resume_archived(answer, reply[1].decode())
+            return await self._resume_archived(answer, reply[1].decode(), reply[2] or None)
         outcome = ResumeOutcome(reply[0].decode())
         if outcome is ResumeOutcome.NEEDS_VALIDATION:
             return Resumed(outcome, schema=_records.schema_of(reply[1]))
@@ -294,11 +295,16 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
             return Resumed(outcome, run_status=reply[1].decode())
         return Resumed(outcome)
 
-    async def _resume_archived(self, answer: Answer, status: str) -> Resumed:
-        """An answer to a hook of an ended, compacted run: the outcome lua/resume.lua gives
-        for the same hook in the hash, from the archive. (An ended run changes no more, so
-        reading it after the script is reading it at the script's instant.)"""
-        archived = await self.archived(answer.run_id)
+    async def _resume_archived(
+        self, answer: Answer, status: str, segment_id: bytes | None
+    ) -> Resumed:
+        """An answer to a hook of an ended, compacted run (in segment ``segment_id``, or in
+        its own archive if None): the outcome lua/resume.lua gives for the same hook in the
+        hash, from the archive. (An ended run changes no more, so reading it after the
+        script is reading it at the script's instant.)"""
+        keys = self._run(answer.run_id)
+        legacy: Any = None if segment_id else await self.client.get(archive_key(keys))
+        archived = await self.unarchive(keys, segment_id, legacy)
         hooks = archived[1] if archived is not None else {}
         record = hooks.get(answer.hook_id.encode())
         if record is None:

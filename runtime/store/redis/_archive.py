@@ -125,14 +125,6 @@ def _document(blob: bytes, run_id: str) -> dict[str, Any] | None:
     return doc
 
 
-def runs_in(blob: bytes) -> list[str]:
-    """The ids of the runs a segment holds."""
-    if blob[:1] != _FORMAT_2:
-        raise ValueError(f"not a segment: format {blob[:1]!r}")
-    data = _inflate(blob)
-    return list(orjson.loads(data[: data.index(b"\n")]))
-
-
 def unpack(blob: bytes, run_id: str) -> tuple[list[Event], dict[bytes, bytes]] | None:
     """Run ``run_id``'s log and its hooks hash (as HGETALL outside a script returns it)
     from its archive; None if it is a segment that does not hold the run."""

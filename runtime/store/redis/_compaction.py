@@ -339,15 +339,6 @@ class CompactionStore(StorePart):
         events = _decode.events(replies[1]) if with_events else []
         return exists, events, replies[-3]
 
-    async def archived(self, run_id: str) -> tuple[list[Event], dict[bytes, bytes]] | None:
-        """Run ``run_id``'s log and hooks from its archive; None if it has none."""
-        keys = self._run(run_id)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hget(keys.run, "archive")
-            pipe.get(archive_key(keys))
-            segment_id, legacy = await pipe.execute()
-        return await self.unarchive(keys, segment_id, legacy)
-
     async def unarchive(
         self, keys: _keys.RunKeys, segment_id: bytes | None, legacy: bytes | None
     ) -> tuple[list[Event], dict[bytes, bytes]] | None:

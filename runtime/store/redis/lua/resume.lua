@@ -11,7 +11,8 @@
 --       seconds (the session outbox's expiry).
 -- KEYS: the run's hash (see run_keys).
 -- Returns {outcome} | {'finished', status} | {'needs_validation', hook record}
---       | {'archived', status} (the run ended and was compacted: the caller decides).
+--       | {'archived', status, segment id or ''} (the run ended and was compacted: the
+--       caller decides).
 local keys = run_keys()
 local run_id, hook_id, token, digest = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local validated, max_events, prefix = ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7]
@@ -24,9 +25,10 @@ if not record then
   -- an ended run, compacted (lua/compact.lua): its hooks are in its segment (or, compacted
   -- before segments, its own archive), which only the caller can read (zlib); nothing is
   -- to be written to an ended run
-  if FINISHED[status] and (redis.call('HEXISTS', keys.run, 'archive') == 1
+  local segment = redis.call('HGET', keys.run, 'archive')
+  if FINISHED[status] and (segment
       or redis.call('EXISTS', key_archive(keys.prefix, keys.run_id)) == 1) then
-    return {'archived', status}
+    return {'archived', status, segment or ''}
   end
   return {'no_hook'}
 end
