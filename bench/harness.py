@@ -78,11 +78,16 @@ def start_workers(
 
 def proc_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (from /proc; 0 if it is gone)."""
+    return sum(proc_cpu_split(pid))
+
+
+def proc_cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU time of a process, apart (from /proc; 0 if it is gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return 0.0, 0.0
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
 def machine_busy_seconds() -> float:
@@ -109,7 +114,9 @@ class Snapshot:
     used_memory: int
     used_memory_dataset: int  # used_memory minus overhead (client buffers, etc.)
     redis_cpu: float
+    redis_cpu_system: float
     cpu: dict[str, float]  # process label -> CPU seconds
+    cpu_system: dict[str, float]  # process label -> of those, in the kernel
     machine_busy: float  # CPU seconds the whole machine was busy
     observer: dict[str, int]  # the observer's own commands so far, by command
     workers: list[dict[str, Any]] = field(default_factory=list)  # the reporters' last reports
@@ -167,6 +174,7 @@ class Observer:
             commands[name] = int(value["calls"])
             usec[name] = int(value["usec"])
         reports = await self.worker_reports(worker_pids, fresh_after=wall)
+        splits = {label: proc_cpu_split(pid) for label, pid in self.pids.items()}
         return Snapshot(
             wall=wall,
             commands=commands,
@@ -174,7 +182,9 @@ class Observer:
             used_memory=int(memory["used_memory"]),
             used_memory_dataset=int(memory["used_memory_dataset"]),
             redis_cpu=float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
-            cpu={label: proc_cpu_seconds(pid) for label, pid in self.pids.items()},
+            redis_cpu_system=float(cpu["used_cpu_sys"]),
+            cpu={label: sum(split) for label, split in splits.items()},
+            cpu_system={label: system for label, (_, system) in splits.items()},
             machine_busy=machine_busy_seconds(),
             observer=observed,
             workers=reports,

@@ -102,6 +102,18 @@ def summarize(
         )
         for label in start.after.cpu
     }
+    # Of each process's CPU in those phases, the share spent in the kernel (system calls:
+    # a round trip's send, its reads, the loop's epoll): what batching saves, which an
+    # instruction count (user space only, bench.instructions) does not see.
+    system_share = {}
+    phases = (start, resume)
+    for label in start.after.cpu:
+        spent = sum(p.after.cpu[label] - p.before.cpu[label] for p in phases)
+        kernel = sum(p.after.cpu_system[label] - p.before.cpu_system[label] for p in phases)
+        system_share[label] = round(kernel / spent, 3) if spent > 0 else 0.0
+    spent = sum(p.after.redis_cpu - p.before.redis_cpu for p in phases)
+    kernel = sum(p.after.redis_cpu_system - p.before.redis_cpu_system for p in phases)
+    system_share["redis_server_info"] = round(kernel / spent, 3) if spent > 0 else 0.0
     redis_cpu = round(
         (
             (start.after.redis_cpu - start.before.redis_cpu)
@@ -167,6 +179,7 @@ def summarize(
         "worker_threads_idle": threads_idle,
         "worker_threads_suspended": threads_susp,
         "cpu_us_per_lifecycle": {**cpu, "redis_server_info": redis_cpu},
+        "cpu_system_share": system_share,
         "cpu_bound_lifecycles_per_s": round(cpu_bound),
         "other_processes_cores_busy": round(other_cores, 2),
         **_finished(raw),
@@ -229,6 +242,7 @@ def summarize(
         ("worker threads idle -> suspended", f"{threads_idle} -> {threads_susp}", "", ""),
         ("CPU us / lifecycle", str(result["cpu_us_per_lifecycle"]), "", ""),
         ("  of which the compaction after the end", str(compaction["cpu_us"]), "", ""),
+        ("  share in the kernel (system calls)", str(result["cpu_system_share"]), "", ""),
         (
             "  => lifecycles/s if all cores were ours",
             f"{cpu_bound:,.0f}",

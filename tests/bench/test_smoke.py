@@ -123,6 +123,10 @@ def test_hitl_lifecycles_complete_once() -> None:
         assert figure in result, figure
     assert result["ceiling"]["scripts_per_s"] > 0
     assert result["fraction_of_ceiling"] > 0
+    # each process's share of its CPU spent in the kernel, a fraction
+    shares = result["cpu_system_share"]
+    assert set(shares) == set(result["cpu_us_per_lifecycle"]), shares
+    assert all(0 <= share <= 1 for share in shares.values()), shares
     assert result["redis_config"]["stream-node-max-bytes"].isdigit()
     # read once compacted: the log is in the archive, the stream is gone
     assert result["redis_key_bytes_finished_sample"]["archive_share"] > 0
