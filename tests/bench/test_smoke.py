@@ -3,6 +3,7 @@ every figure is printed. Speed is not asserted (the machine is shared)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -91,9 +92,10 @@ def launched() -> Iterator[Launched]:
         yield procs
     finally:
         for proc in procs.values():
-            if proc.poll() is None:
+            # whether or not the mode itself has ended: what it started may not have
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
+            proc.communicate()
 
 
 def _finished(launched: Launched, name: str) -> tuple[dict[str, Any], str]:
