@@ -255,6 +255,9 @@ def main(argv: list[str] | None = None) -> None:
         help="how long the processes are counted at rest after the window",
     )
     args = parser.parse_args(argv)
+    if args.idle_seconds < 1:
+        # the rate is divided by it, and each callgrind_control call takes ~0.1 s
+        parser.error(f"--idle-seconds must be at least 1, got {args.idle_seconds}")
     result = asyncio.run(
         measure(
             args.runs, args.warmup, args.partitions, args.redis_too, args.keep, args.idle_seconds
