@@ -22,6 +22,7 @@ from .common import Row, load_average, print_report, verdict
 from .idle import idle_rows, run_idle
 from .lifecycle import settings_text
 from .rounds import rounds_rows, run_rounds
+from .summary import item_1_rows
 
 
 def _part(args: argparse.Namespace, **changes: Any) -> argparse.Namespace:
@@ -130,6 +131,12 @@ def _rows(
              f"{n}/{n}", verdict(r["completed_once"] == n)),
             (f"{k} worker(s): lifecycles/s end to end", f"{r['lifecycles_per_s']:,.0f}", "", ""),
             (f"{k} worker(s): CPU us / lifecycle", str(r["cpu_us_per_lifecycle"]), "", ""),
+            *item_1_rows(
+                {p: us for p, us in r["cpu_us_per_lifecycle"].items() if p != "redis_server_info"},
+                r["cpu_us_per_lifecycle"]["redis_server_info"],
+                r["lifecycles_per_s"],
+                k,
+            ),
             (f"{k} worker(s): top-level commands / lifecycle",
              f"{r['top_level_commands_per_lifecycle']}", "<= 8",
              verdict(r["top_level_commands_per_lifecycle"] <= 8.05)),

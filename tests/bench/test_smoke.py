@@ -139,6 +139,10 @@ def test_hitl_lifecycles_complete_once() -> None:
     # A suspended run holds no task in the worker.
     assert result["worker_tasks_suspended"] == result["worker_tasks_idle"]
     assert "lifecycles/s end to end" in table
+    # issue 14's item 1, judged on each run's own figures (1 worker: no rate target)
+    assert "workers' CPU us / lifecycle (issue 14)" in table
+    assert "total CPU us / lifecycle (issue 14)" in table
+    assert "lifecycles/s with 2 workers (issue 14)" not in table
     assert "fraction of it" in table
     assert "Redis settings in effect" in table
 
@@ -211,6 +215,8 @@ def test_report_prints_every_figure_in_one_run(launched: Launched) -> None:
         assert figure in summary, figure
     # one table and one JSON line on stdout
     assert table.count("== parley") == 1
+    assert table.count("lifecycles/s with 2 workers (issue 14)") == 1
+    assert table.count("workers' CPU us / lifecycle (issue 14)") == 2  # 1 and 2 workers
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
