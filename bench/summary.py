@@ -91,44 +91,35 @@ def summarize(
     tasks_susp = [w["tasks"] for w in raw["settled_workers"]]
     threads_idle = [w["threads"] for w in start.before.workers]
     threads_susp = [w["threads"] for w in raw["settled_workers"]]
-    cpu = {
-        label: round(
-            (
-                (start.after.cpu[label] - start.before.cpu[label])
-                + (resume.after.cpu[label] - resume.before.cpu[label])
+    phases = (start, resume)
+
+    def spent(figure: str) -> float:
+        """How much a Snapshot counter grew over the measured phases (start and resume)."""
+        return float(sum(getattr(p.after, figure) - getattr(p.before, figure) for p in phases))
+
+    def spent_by_process(figure: str) -> dict[str, float]:
+        """The same for a per-process counter, by process label."""
+        return {
+            label: sum(
+                getattr(p.after, figure)[label] - getattr(p.before, figure)[label] for p in phases
             )
-            / n
-            * 1e6
-        )
-        for label in start.after.cpu
-    }
+            for label in start.after.cpu
+        }
+
+    cpu_spent = spent_by_process("cpu")
+    cpu = {label: round(seconds / n * 1e6) for label, seconds in cpu_spent.items()}
+    redis_cpu = round(spent("redis_cpu") / n * 1e6)
     # Of each process's CPU in those phases, the share spent in the kernel (system calls:
     # a round trip's send, its reads, the loop's epoll): what batching saves, which an
     # instruction count (user space only, bench.instructions) does not see.
-    system_share = {}
-    phases = (start, resume)
-    for label in start.after.cpu:
-        spent = sum(p.after.cpu[label] - p.before.cpu[label] for p in phases)
-        kernel = sum(p.after.cpu_system[label] - p.before.cpu_system[label] for p in phases)
-        system_share[label] = round(kernel / spent, 3) if spent > 0 else 0.0
-    spent = sum(p.after.redis_cpu - p.before.redis_cpu for p in phases)
-    kernel = sum(p.after.redis_cpu_system - p.before.redis_cpu_system for p in phases)
-    system_share["redis_server_info"] = round(kernel / spent, 3) if spent > 0 else 0.0
-    redis_cpu = round(
-        (
-            (start.after.redis_cpu - start.before.redis_cpu)
-            + (resume.after.redis_cpu - resume.before.redis_cpu)
-        )
-        / n
-        * 1e6
-    )
+    kernel = spent_by_process("cpu_system")
+    system_share = {label: _share(kernel[label], cpu_spent[label]) for label in cpu_spent}
+    system_share["redis_server_info"] = _share(spent("redis_cpu_system"), spent("redis_cpu"))
 
     # The machine is shared: CPU the other processes used during the measured phases.
     ours = sum(cpu.values()) * n / 1e6
-    busy = (start.after.machine_busy - start.before.machine_busy) + (
-        resume.after.machine_busy - resume.before.machine_busy
-    )
-    wall = (start.after.wall - start.before.wall) + (resume.after.wall - resume.before.wall)
+    busy = spent("machine_busy")
+    wall = spent("wall")
     other_cores = max(0.0, busy - ours) / wall if wall > 0 else 0.0
     # (compaction's window is not in that figure: it is mostly idle, its CPU estimated)
     compaction = _compaction(raw, idle0, idle1, per_pass)
@@ -393,6 +384,10 @@ def item_1_rows(cpu: dict[str, int], redis_cpu: int, e2e: float, workers: int) -
             )
         )
     return rows
+
+
+def _share(part: float, whole: float) -> float:
+    return round(part / whole, 3) if whole > 0 else 0.0
 
 
 def _cpus() -> int:
