@@ -23,12 +23,23 @@ from .steps import check_step_waits
 
 # Inside first(): where each wait notes its id (which event ended it decides the winner).
 _wait_box: ContextVar[list[str] | None] = ContextVar("parley_wait_box", default=None)
+# Inside a bare branch of a first() of two or more: the first()'s group, which the branch's
+# hook or timer joins in the store with its creation (see ``Writes.join_first``).
+_first_group: ContextVar[str | None] = ContextVar("parley_first_group", default=None)
 
 
 def note_wait(wait_id: str) -> None:
     box = _wait_box.get()
     if box is not None:
         box.append(wait_id)
+
+
+def _join_first(execution: Execution, wait_id: str) -> None:
+    """A hook or timer just created by a bare branch of a first() joins its group in the
+    same write, before anyone can answer it or it can fire."""
+    group = _first_group.get()
+    if group is not None:
+        execution.writes.join_first(wait_id, group)
 
 
 OnTimeout = Literal["raise", "return"]
@@ -87,6 +98,7 @@ async def wait_for_hook(
             raise ReplayEnded(f"hook {hook_id!r} is not in the recorded history")
         expires_at_ms = None if timeout is None else due_ms(timeout, execution.now_ms())
         create_hook(execution, name, hook_id, step_id, seq, expires_at_ms, schema, prompt, token)
+        _join_first(execution, hook_id)
         if on_created is None:
             # Nobody learns the token before the suspension: record the hook in the same
             # write as the suspension (one round trip fewer).
@@ -146,6 +158,7 @@ def sleep(execution: Execution, until: float | datetime) -> None:
         due = due_ms(until, execution.now_ms())
         execution.record(EventType.TIMER_SCHEDULED, {"timer_id": timer_id, "due": due, "seq": seq})
         execution.writes.schedule_timer(timer_id, due)
+        _join_first(execution, timer_id)
     raise execution.suspend_on(timer_id)
 
 
@@ -217,12 +230,18 @@ async def first_of(
     hook() or a sleep alone (finished when their hook is answered or expires, or their
     timer fires)."""
     position, _recorded = execution.check_call("first")
+    # Its bare waits join a group in the store as they are created: an answer, expiry or
+    # timer that finishes one of them refuses the others' answers at once. Race closed: a
+    # hook handed out by its on_created takes answers before the run suspends (which
+    # writes the group below); two answered then were both accepted, and one never used.
+    grouped = sum(bare_waits) > 1
     boxes: list[list[str]] = []
     tasks = []
-    for wait in waits:
+    for i, wait in enumerate(waits):
         box: list[str] = []
         boxes.append(box)
-        task = asyncio.ensure_future(_in_box(wait, box))
+        joins = str(position) if grouped and bare_waits[i] else None
+        task = asyncio.ensure_future(_in_box(wait, box, joins))
         execution.owned.add(task)
         tasks.append(task)
     await asyncio.wait(tasks)
@@ -267,8 +286,9 @@ async def first_of(
     return winner, tasks[winner].result()
 
 
-async def _in_box(wait: Coroutine[Any, Any, Any], box: list[str]) -> Any:
+async def _in_box(wait: Coroutine[Any, Any, Any], box: list[str], group: str | None) -> Any:
     _wait_box.set(box)
+    _first_group.set(group)
     return await wait
 
 

@@ -89,6 +89,13 @@ class Writes:
         deadline goes, and the run's session is told."""
         self.ops.append(["close_hook", hook_id, token])
 
+    def join_first(self, wait_id: str, group: str) -> None:
+        """The hook or timer ``wait_id``, just created, is a branch of the first() that
+        ``group`` names (unique in the run): the first of the group's waits to finish (a
+        hook answered or expired, a timer fired) makes the store refuse its other hooks'
+        answers from then on, until :meth:`first_group` withdraws them."""
+        self.ops.append(["join_first", wait_id, group])
+
     def first_group(self, wait_ids: list[str]) -> None:
         """Hooks and timers that one first() waits on: the first answered, expired or fired
         withdraws the other hooks in the same step as its answer, expiry or firing."""

@@ -494,3 +494,121 @@ async def test_a_timer_that_fired_before_its_first_was_written_withdraws_its_hoo
     assert len(answers) == 1 and isinstance(answers[0], HookClosed)
     after = {h.name: h.status.value for h in await rt.list_hooks(None, run_id=run_id)}
     assert after == {"a": "closed"}
+
+
+# The tokens of a first()'s hooks as on_created hands them out, and what answering them
+# there brought: both branches are asked in one turn of the loop, before the run suspends.
+ASKED_TOGETHER: dict[str, Any] = {}
+
+
+async def _hand_out_a(token: str) -> None:
+    ASKED_TOGETHER["a"] = token
+
+
+async def _answer_both(token: str) -> None:
+    rt: Runtime = ASKED_TOGETHER["rt"]
+    while "a" not in ASKED_TOGETHER:  # the other branch's on_created, in the same pass
+        await asyncio.sleep(0.005)
+    outcomes = ASKED_TOGETHER["outcomes"]
+    for answered in (ASKED_TOGETHER["a"], token):
+        try:
+            outcomes.append(await rt.resume_hook(answered, "yes"))
+        except HookClosed as exc:
+            outcomes.append(exc)
+        if not ASKED_TOGETHER.get("listed"):  # what the API shows right after the first
+            run_id = token.split(":")[0]
+            hooks = await rt.list_hooks(None, run_id=run_id)
+            ASKED_TOGETHER["listed"] = {h.name: h.status.value for h in hooks}
+
+
+@workflow(name="first_both_answered_while_asked_wf")
+async def first_both_answered_while_asked_wf() -> tuple[int, Any]:
+    return await first(hook("a", on_created=_hand_out_a), hook("b", on_created=_answer_both))
+
+
+@workflow(name="first_timer_then_answer_while_asked_wf")
+async def first_timer_then_answer_while_asked_wf() -> tuple[int, Any]:
+    return await first(sleep("20ms"), hook("b", on_created=_fire_then_answer))
+
+
+async def _fire_then_answer(token: str) -> None:
+    rt: Runtime = ASKED_TOGETHER["rt"]
+    await asyncio.sleep(0.1)  # the timer of the other branch is due
+    await raw(rt).fire_due(limit=10)  # and fires while the run still runs
+    try:
+        ASKED_TOGETHER["outcomes"].append(await rt.resume_hook(token, "yes"))
+    except HookClosed as exc:
+        ASKED_TOGETHER["outcomes"].append(exc)
+
+
+async def test_two_answers_while_a_first_is_being_asked_take_only_the_first(
+    rt: Runtime, worker: Worker
+) -> None:
+    """Both hooks of a first() are handed out by their on_created and both answered there,
+    before the run suspends (the suspension writes the first()'s group): the first answer
+    closes the other hook at once, the second answer is refused (HookClosed) and changes
+    nothing, and the run takes the first. Before, both were accepted, the run used the
+    first, and the second stayed "received", acknowledged and never used."""
+    ASKED_TOGETHER.clear()
+    ASKED_TOGETHER.update(rt=rt, outcomes=[])
+    run_id = await rt.start(first_both_answered_while_asked_wf)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "yes"]
+    first_answer, second_answer = ASKED_TOGETHER["outcomes"]
+    assert first_answer is True and isinstance(second_answer, HookClosed)
+    assert ASKED_TOGETHER["listed"] == {"a": "received", "b": "closed"}
+    types = [e.type for e in await rt.events(run_id)]
+    assert types.count("hook.received") == 1
+    after = {h.name: h.status.value for h in await rt.list_hooks(None, run_id=run_id)}
+    assert after == {"a": "received", "b": "closed"}
+
+
+async def test_an_answer_after_a_first_timer_fired_while_asking_is_refused(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The same when the first to finish is the first()'s timer, fired during the hook's
+    on_created: an answer given there too is refused at once, not only once the suspension
+    has written the group."""
+    ASKED_TOGETHER.clear()
+    ASKED_TOGETHER.update(rt=rt, outcomes=[])
+    run_id = await rt.start(first_timer_then_answer_while_asked_wf)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, None]
+    [outcome] = ASKED_TOGETHER["outcomes"]
+    assert isinstance(outcome, HookClosed)
+    assert "hook.received" not in [e.type for e in await rt.events(run_id)]
+    after = {h.name: h.status.value for h in await rt.list_hooks(None, run_id=run_id)}
+    assert after == {"b": "closed"}
+
+
+async def _answer_then_let_the_other_expire(token: str) -> None:
+    rt: Runtime = ASKED_TOGETHER["rt"]
+    ASKED_TOGETHER["outcomes"].append(await rt.resume_hook(token, "yes"))
+    await asyncio.sleep(0.1)  # the other hook's deadline passes
+    await raw(rt).fire_due(limit=10)
+
+
+@workflow(name="first_other_expires_while_asked_wf")
+async def first_other_expires_while_asked_wf() -> tuple[int, Any]:
+    # "b" is recorded with "a"'s creation, which its on_created needs durable first
+    return await first(
+        hook("b", timeout="20ms", on_timeout="return"),
+        hook("a", on_created=_answer_then_let_the_other_expire),
+    )
+
+
+async def test_a_hook_whose_first_was_won_while_asking_is_withdrawn_not_expired(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A first()'s hook is answered in its on_created, and the other hook's deadline passes
+    before the run suspends: the other is withdrawn (closed), not expired; no
+    hook.expired is recorded for a wait that had lost already."""
+    ASKED_TOGETHER.clear()
+    ASKED_TOGETHER.update(rt=rt, outcomes=[])
+    run_id = await rt.start(first_other_expires_while_asked_wf)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [1, "yes"]
+    assert ASKED_TOGETHER["outcomes"] == [True]
+    assert "hook.expired" not in [e.type for e in await rt.events(run_id)]
+    after = {h.name: h.status.value for h in await rt.list_hooks(None, run_id=run_id)}
+    assert after == {"a": "received", "b": "closed"}

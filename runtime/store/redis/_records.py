@@ -25,7 +25,9 @@ STATE_LETTERS = {
 _STATE_BY_LETTER = {ord(letter): state for state, letter in STATE_LETTERS.items()}
 DIGEST_SUFFIX = "!p"
 # Under ``<wait id>!f``: the hooks and timers of the first() this wait is a branch of, as
-# ``=<wait id>,<wait id>...`` (the ``=`` keeps it from reading as a record's state letter).
+# ``=<wait id>,<wait id>...``; before the run suspended on that first(), only its name,
+# ``~<name>``, and under ``~<name>!f`` the wait that finished first, ``><wait id>`` (the
+# leading ``=``, ``~`` and ``>`` keep each from reading as a record's state letter).
 FIRST_SUFFIX = "!f"
 
 

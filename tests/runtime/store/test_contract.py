@@ -1401,3 +1401,72 @@ async def test_a_deadline_that_becomes_its_partitions_earliest_leaves_a_notice(
     assert {p: n.due_ms for p, n in (await store.deadline_notices(marks, 1)).items()} == {
         partition: 2_000
     }
+
+
+def joined(writes: Writes, wait_id: str, group: str = "0") -> Writes:
+    writes.join_first(wait_id, group)
+    return writes
+
+
+async def hook_states(store: Store, run_id: str) -> dict[str, HookStatus]:
+    return {h.hook_id: h.status for h in await store.run_hooks(run_id) or []}
+
+
+async def test_a_first_won_before_the_run_suspends_withdraws_its_other_waits(
+    store: Store,
+) -> None:
+    """join_first: the hooks of one first() created (and handed out) before the run
+    suspends on it. The first answered withdraws the others at once, one created after
+    that is withdrawn as it joins, their answers are refused and change nothing, and the
+    suspension's group then leaves only the final group behind."""
+    run = await running(store)
+    assert (await apply(store, run, joined(hook_writes(run.run_id, "h0.a"), "h0.a"))).outcome is (
+        ApplyOutcome.OK
+    )
+    await apply(store, run, joined(hook_writes(run.run_id, "h1.b"), "h1.b"))
+    recorded = await store.resume(
+        answer(run.run_id, "h0.a", "yes"), max_events=100, retention_seconds=RETENTION
+    )
+    assert recorded.outcome is ResumeOutcome.RECORDED
+    assert await hook_states(store, run.run_id) == {
+        "h0.a": HookStatus.RECEIVED,
+        "h1.b": HookStatus.CLOSED,
+    }
+    await apply(store, run, joined(hook_writes(run.run_id, "h2.c"), "h2.c"))  # joins late
+    assert (await hook_states(store, run.run_id))["h2.c"] is HookStatus.CLOSED
+    before = await store.events(run.run_id)
+    for late in ("h1.b", "h2.c"):
+        refused = await store.resume(
+            answer(run.run_id, late, "no"), max_events=100, retention_seconds=RETENTION
+        )
+        assert refused.outcome is ResumeOutcome.CLOSED
+    assert await store.events(run.run_id) == before
+    assert await store.pending_hooks() == []
+    group = Writes()
+    group.first_group(["h0.a", "h1.b", "h2.c"])
+    await apply(store, run, group, suspension=suspend("h0.a"))
+    assert await hook_states(store, run.run_id) == {
+        "h0.a": HookStatus.RECEIVED,
+        "h1.b": HookStatus.CLOSED,
+        "h2.c": HookStatus.CLOSED,
+    }
+
+
+async def test_a_first_whose_timer_fired_before_the_run_suspended_refuses_its_hooks(
+    store: Store,
+) -> None:
+    """The same when the first of the group to finish is its timer, fired by FIRE_DUE while
+    the run still runs: its hook is withdrawn in the same step."""
+    run = await running(store)
+    writes = joined(hook_writes(run.run_id, "h0.a"), "h0.a")
+    writes.event(EventType.TIMER_SCHEDULED, data(timer_id="t0", due=10))
+    writes.schedule_timer("t0", 10)
+    await apply(store, run, joined(writes, "t0"))
+    report = await store.fire_due(now_ms=100, limit=10)
+    assert len(report.lateness_ms) == 1
+    assert await hook_states(store, run.run_id) == {"h0.a": HookStatus.CLOSED}
+    refused = await store.resume(
+        answer(run.run_id, "h0.a", "yes"), max_events=100, retention_seconds=RETENTION
+    )
+    assert refused.outcome is ResumeOutcome.CLOSED
+    assert "hook.received" not in await event_types(store, run.run_id)

@@ -148,6 +148,12 @@ local function apply(ops)
       -- first stays; first() already decided by then)
       withdraw_hook(keys.prefix, keys.run_id, keys.hooks, keys.pending, keys.deadlines,
         session, op[2], req.retention)
+    elseif kind == 'join_first' then
+      -- {'join_first', wait id, group name}: a hook or timer just created by a branch of a
+      -- first(), before the run suspends on it: the first of the group to finish withdraws
+      -- the others from then on (settle_first)
+      join_first(keys.prefix, keys.run_id, keys.hooks, keys.pending, keys.deadlines, session,
+        op[2], op[3], req.retention)
     elseif kind == 'first_group' then
       -- {'first_group', '=<wait id>,<wait id>...'}: the hooks and timers one first() waits
       -- on; the first answered, expired or fired withdraws the other hooks (settle_first,

@@ -148,15 +148,47 @@ end
 -- them has no hook record: withdraw_hook leaves it). Race closed: two hooks of one first()
 -- answered before a worker applied the decision: both answers were accepted, the run used
 -- the first, and the second stayed "received", acknowledged and never used.
+--
+-- Until the run suspends on its first(), which writes the group (write_first_group), the
+-- group grows as its branches create their waits (APPLY's 'join_first'): each wait holds
+-- the group's name (`~<name>` under <wait id>!f), the group the waits joined so far
+-- (`~<wait id>,...` under ~<name>!f) and, once one of them finished, its winner
+-- (`><wait id>`): the others are withdrawn then, and a wait that joins later at once.
 local function settle_first(prefix, run_id, hooks_key, pending_key, deadlines_key, session,
     wait_id, ttl)
   local group = redis.call('HGET', hooks_key, wait_id .. FIRST_SUFFIX)
   if not group then return end
+  if string.sub(group, 1, 1) == '~' then
+    local field = group .. FIRST_SUFFIX
+    group = redis.call('HGET', hooks_key, field)
+    -- won already (a timer of the group fires later), or written as a group meanwhile
+    if not group or string.sub(group, 1, 1) == '>' then return end
+    redis.call('HSET', hooks_key, field, '>' .. wait_id)
+  end
   for sibling in string.gmatch(string.sub(group, 2), '[^,]+') do
     if sibling ~= wait_id then
       withdraw_hook(prefix, run_id, hooks_key, pending_key, deadlines_key, session, sibling,
         ttl)
     end
+  end
+end
+
+-- Wait `wait_id`, just created by a branch of the first() named `name`, joins its group
+-- (see settle_first); withdrawn at once if another wait of it finished already. A group
+-- written already (the run suspended on it) stays.
+local function join_first(prefix, run_id, hooks_key, pending_key, deadlines_key, session,
+    wait_id, name, ttl)
+  local member = wait_id .. FIRST_SUFFIX
+  if redis.call('HGET', hooks_key, member) then return end
+  redis.call('HSET', hooks_key, member, '~' .. name)
+  local field = '~' .. name .. FIRST_SUFFIX
+  local joined = redis.call('HGET', hooks_key, field)
+  if not joined then
+    redis.call('HSET', hooks_key, field, '~' .. wait_id)
+  elseif string.sub(joined, 1, 1) == '>' then
+    withdraw_hook(prefix, run_id, hooks_key, pending_key, deadlines_key, session, wait_id, ttl)
+  else
+    redis.call('HSET', hooks_key, field, joined .. ',' .. wait_id)
   end
 end
 
@@ -170,6 +202,10 @@ end
 local function write_first_group(prefix, run_id, hooks_key, pending_key, deadlines_key,
     session, group, ttl)
   for wait_id in string.gmatch(string.sub(group, 2), '[^,]+') do
+    local joined = redis.call('HGET', hooks_key, wait_id .. FIRST_SUFFIX)
+    if joined and string.sub(joined, 1, 1) == '~' then  -- its winner, if any, is settled below
+      redis.call('HDEL', hooks_key, joined .. FIRST_SUFFIX)
+    end
     redis.call('HSET', hooks_key, wait_id .. FIRST_SUFFIX, group)
   end
   for wait_id in string.gmatch(string.sub(group, 2), '[^,]+') do
