@@ -281,6 +281,7 @@ async def first_of(
         )
         for wait_id in losers:
             _withdraw(execution, wait_id)
+        _cancel_children(execution, [boxes[i] for i in range(len(waits)) if i != winner])
     for exc in pending.values():  # the losers no longer hold the run
         execution.waiting.pop(exc.wait, None)
     return winner, tasks[winner].result()
@@ -294,6 +295,17 @@ async def _in_box(wait: Coroutine[Any, Any, Any], box: list[str], group: str | N
 
 def _ends(index: ReplayIndex, wait_ids: list[str]) -> list[tuple[int, int]]:
     return [index.completed_at[w] for w in wait_ids if w in index.completed_at]
+
+
+def _cancel_children(execution: Execution, losing: list[list[str]]) -> None:
+    """The children the losing branches started that are still running are cancelled with
+    the decision: nothing will read their results."""
+    index = execution.index
+    started = set(index.children.values())
+    for box in losing:
+        for wait_id in box:
+            if wait_id in started and wait_id not in index.child_ends:
+                execution.writes.cancel_child(wait_id)
 
 
 def _withdraw(execution: Execution, wait_id: str) -> None:

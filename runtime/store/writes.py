@@ -101,6 +101,11 @@ class Writes:
         withdraws the other hooks in the same step as its answer, expiry or firing."""
         self.ops.append(["first_group", "=" + ",".join(wait_ids)])
 
+    def cancel_child(self, run_id: str) -> None:
+        """Cancel the child run ``run_id`` (and its own children), whose branch lost a
+        first(): its pending hooks are withdrawn, and this run is not told it ended."""
+        self.ops.append(["cancel_child", run_id])
+
     def cancel_timer(self, timer_id: str) -> None:
         """Remove a timer that no longer matters (another wait finished first)."""
         self.ops.append(["cancel_timer", timer_id])

@@ -4,8 +4,9 @@ back, cancel propagated, parent/child links shown."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from runtime import RunStatus, Runtime, Worker, child, first, sleep, workflow
+from runtime import RunStatus, Runtime, Worker, child, first, hook, sleep, step, workflow
 from tests.apps import children_app  # noqa: F401  (registers the workflows)
 from tests.raw_redis import raw
 
@@ -73,29 +74,69 @@ async def test_the_cli_and_the_api_show_the_links(rt: Runtime, worker: Worker) -
     assert kid["parent_run_id"] == parent
 
 
-@workflow(name="racing_parent_wf")
-async def racing_parent_wf() -> int:
-    which, _ = await first(child("waiting_kid_wf"), sleep(0.2))
-    return which
+@step
+async def fails_at_once() -> None:
+    raise ValueError("the parent cannot go on")
+
+
+@workflow(name="parent_failing_beside_its_child_wf")
+async def parent_failing_beside_its_child_wf() -> Any:
+    # the step fails first; the child's branch, scheduled already, starts it meanwhile
+    return await asyncio.gather(fails_at_once(), child("waiting_kid_wf"))
 
 
 async def test_a_child_still_running_when_its_parent_ends_is_cancelled(
     rt: Runtime, worker: Worker
 ) -> None:
-    """A sleep wins the parent's first() over its child, and the parent completes: the
-    child, still waiting on its hook, is cancelled with it (its hook too), and compacted.
-    Before, it stayed suspended for good with its prompt pending, out of reach through the
-    ended parent."""
-    parent = await rt.start(racing_parent_wf)
+    """A parallel branch fails the parent while its child is started: the child is
+    cancelled with it, before any worker ran it, and compacted. Before, it ran on for good
+    (its prompt pending), out of reach through the ended parent. (A child that lost a
+    first() is cancelled earlier, with the decision: below.)"""
+    parent = await rt.start(parent_failing_beside_its_child_wf)
+    await worker.drain()
+    info = await rt.get_run(parent)
+    assert info.status is RunStatus.FAILED
+    [kid] = info.child_run_ids
+    assert (await rt.get_run(kid)).status is RunStatus.CANCELLED
+    assert (await rt.stats())["hooks_pending"] == 0
+    cancelled = [e.data for e in await rt.events(kid) if e.type == "workflow.cancelled"]
+    assert cancelled == [{"reason": "its parent run ended (failed)"}]
+    assert await raw(rt).flush_compactions() == 2  # the parent and the child
+
+
+@workflow(name="racing_then_waiting_parent_wf")
+async def racing_then_waiting_parent_wf() -> list[int | str]:
+    which, _ = await first(child("waiting_kid_wf"), sleep(0.2))
+    return [which, await hook("next")]  # the parent goes on: it does not end with the decision
+
+
+async def test_a_child_that_lost_its_parents_first_is_cancelled_at_the_decision(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A sleep wins the parent's first() over its child, and the parent goes on (waiting
+    on a hook for days, say): the child, which nothing will read, is cancelled in the
+    write that records the decision, its hook withdrawn (closed), and compacted, and the
+    parent's log gets no child.completed for it. Before, it ran on until the parent ended, its
+    prompt pending, its steps spending on an answer nobody would use."""
+    session = Runtime.new_session_id()
+    parent = await rt.start(racing_then_waiting_parent_wf, session=session)
     await worker.drain()
     await asyncio.sleep(0.3)
     await worker.drain()
-    assert await rt.wait(parent, timeout=5) == 1
+    assert [h.name for h in await rt.list_hooks(run_id=parent)] == ["next"]
     [kid] = (await rt.get_run(parent)).child_run_ids
+    # the session (the chat) sees the child's prompt closed, not the conversation stopped
+    told = [(m["type"], m["run_id"]) for _, m in await rt.read_outbox(session)]
+    assert told == [("prompt", kid), ("closed", kid), ("prompt", parent)]
     info = await rt.get_run(kid)
     assert info.status is RunStatus.CANCELLED
-    assert [h.status.value for h in info.hooks] == ["cancelled"]
+    assert [h.status.value for h in info.hooks] == ["closed"]
     assert await rt.list_hooks(run_id=kid) == []
     cancelled = [e.data for e in await rt.events(kid) if e.type == "workflow.cancelled"]
-    assert cancelled == [{"reason": "its parent run ended (completed)"}]
-    assert await raw(rt).flush_compactions() == 2  # the parent and the child
+    assert cancelled == [{"reason": "it lost its parent's first()"}]
+    assert "child.completed" not in [e.type for e in await rt.events(parent)]
+    assert await raw(rt).flush_compactions() == 1  # the child
+    [question] = await rt.list_hooks(run_id=parent)
+    await rt.resume_hook(question.token, "go on")
+    await worker.drain()
+    assert await rt.wait(parent, timeout=5) == [1, "go on"]

@@ -228,8 +228,9 @@ class ExecutionStore(CompactionStore):
             return Applied(ApplyOutcome.LIMIT)
         if finish is not None and finish.status in FINISHED_STATUSES:  # the run ended
             self._compact_later(run_id)
-            for child in reply[3] if len(reply) > 3 else ():  # its children that ended with it
-                self._compact_later(_decode.text(child))
+        # its children the script ended: with it, or because they lost a first()
+        for child in reply[3] if len(reply) > 3 else ():
+            self._compact_later(_decode.text(child))
         return Applied(
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
             last_id=reply[1].decode() or None,

@@ -22,8 +22,8 @@
 --   now, retention and known are strings: passed on to Redis as they are (a Lua number
 --   given to redis.call is formatted with snprintf on every call).
 --   Ops are arrays built by runtime/store/redis/__init__.py from runtime/store/writes.py.
--- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events}
---   (and, when the run ended, the ids of the children that ended with it).
+-- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events,
+--   the ids of the other runs it ended: children that lost a first(), or that ended with it}.
 local keys = run_keys()
 local req = cjson.decode(ARGV[1])
 
@@ -98,6 +98,7 @@ if session == '' then session = false end
 local outbox = session and key_outbox(keys.prefix, session)
 
 local last = ''
+local ended = {}  -- the runs this script ended besides this one (its children)
 local function apply(ops)
   for _, op in ipairs(ops) do
     local kind = op[1]
@@ -160,6 +161,16 @@ local function apply(ops)
       -- lua/resume.lua, FIRE_DUE)
       write_first_group(keys.prefix, keys.run_id, keys.hooks, keys.pending, keys.deadlines,
         session, op[2], req.retention)
+    elseif kind == 'cancel_child' then
+      -- {'cancel_child', run id}: a child of this run whose branch lost a first(), cancelled
+      -- with the decision. Race closed: it ran on until this run ended (days, for a
+      -- conversation), its prompts pending and its steps spending on a result nobody
+      -- would read.
+      if redis.call('SISMEMBER', key_children(keys.prefix, keys.run_id), op[2]) == 1 then
+        cancel_run(keys.prefix, op[2], child_keys(keys.prefix, op[2], keys), req.now,
+          req.retention, cjson.encode({reason = "it lost its parent's first()"}), false, ended,
+          true)
+      end
     elseif kind == 'cancel_timer' then
       local member = deadline_member(keys.run_id, 't', op[2])
       redis.call('ZREM', keys.deadlines, member)
@@ -218,7 +229,7 @@ end
 apply(writes)
 if refused or not (suspension or finish) then
   if appended > 0 then redis.call('HSET', keys.run, event_count()) end
-  return {refused and 'refused' or 'ok', last, arrived}
+  return {refused and 'refused' or 'ok', last, arrived, ended}
 end
 if suspension then apply(suspension) end
 
@@ -243,13 +254,11 @@ else
     -- them). Race closed: a run that ended while a child ran (a first() that a sleep won,
     -- a failure in a parallel branch) left the child running for good: its prompt kept its
     -- session's messages from expiring, and nothing could reach it through its parent.
-    local ended = {}
     local reason = cjson.encode({reason = 'its parent run ended (' .. finish.status .. ')'})
     for _, child in ipairs(redis.call('SMEMBERS', key_children(keys.prefix, keys.run_id))) do
       cancel_run(keys.prefix, child, child_keys(keys.prefix, child, keys), req.now,
         req.retention, reason, false, ended)
     end
-    return {'ok', last, arrived, ended}
   end
 end
-return {'ok', last, arrived}
+return {'ok', last, arrived, ended}

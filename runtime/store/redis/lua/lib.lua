@@ -319,11 +319,27 @@ local function child_keys(prefix, child, parent_keys)
     pending = parent_keys.pending, stats = parent_keys.stats}
 end
 
+-- Withdraw every pending hook of run `run_id` (`keys_of`: its keys), as withdraw_hook does.
+local function withdraw_pending_hooks(prefix, run_id, keys_of, session, ttl)
+  local hooks = redis.call('HGETALL', keys_of.hooks)
+  for j = 1, #hooks, 2 do
+    local hook_id, record = hooks[j], hooks[j + 1]
+    if hook_state(record) == HOOK_PENDING
+        and not string.find(hook_id, DIGEST_SUFFIX, 1, true) then
+      withdraw_hook(prefix, run_id, keys_of.hooks, keys_of.pending, keys_of.deadlines, session,
+        hook_id, ttl)
+    end
+  end
+end
+
 -- Cancel run `id` (`run_keys_of`: its keys) if it has not finished, and the runs it started
 -- (child()), depth first; appends each id it ended to `ended`. `event` is the data of
 -- their workflow.cancelled, `message` what their sessions are told (false: a status
--- message naming each run).
-local function cancel_run(prefix, id, run_keys_of, now, ttl, event, message, ended)
+-- message naming each run). `lost`: a child whose branch lost its parent's first(), which
+-- goes on: nobody waits for its result, so its parent is not told, and its prompts are
+-- withdrawn (each 'closed' in the session, as a first()'s losing hooks are) rather than the
+-- session told a run was cancelled (the conversation has not stopped).
+local function cancel_run(prefix, id, run_keys_of, now, ttl, event, message, ended, lost)
   local rs = redis.call('HMGET', run_keys_of.run, 'status', 'msg', 'session', 'ver', 'tags')
   local status, msg, session = rs[1], rs[2], rs[3]
   if not status or FINISHED[status] then return end
@@ -337,17 +353,21 @@ local function cancel_run(prefix, id, run_keys_of, now, ttl, event, message, end
   redis.call('HDEL', run_keys_of.run, 'owner', 'lease', 'msg')
   if msg then ack_task(run_keys_of.tasks, msg) end
   append_event(run_keys_of.run, run_keys_of.events, EVENT.workflow_cancelled, event)
-  if session and session ~= '' then
-    post(prefix, session,
-      message or cjson.encode({type = 'status', status = STATUS.cancelled, run_id = id}), ttl)
+  if lost then
+    withdraw_pending_hooks(prefix, id, run_keys_of, session, ttl)
+  else
+    if session and session ~= '' then
+      post(prefix, session,
+        message or cjson.encode({type = 'status', status = STATUS.cancelled, run_id = id}), ttl)
+    end
+    child_ended(prefix, run_keys_of.run,
+      cjson.encode({child_run_id = id, status = STATUS.cancelled}))
   end
-  child_ended(prefix, run_keys_of.run,
-    cjson.encode({child_run_id = id, status = STATUS.cancelled}))
   end_run(prefix, id, run_keys_of, session, ttl, rs[5], now)
   ended[#ended + 1] = id
   for _, child in ipairs(redis.call('SMEMBERS', key_children(prefix, id))) do
     cancel_run(prefix, child, child_keys(prefix, child, run_keys_of), now, ttl, event, message,
-      ended)
+      ended, lost)
   end
 end
 
