@@ -117,6 +117,13 @@ export const frames = {
 
   onStatus(frame) {
     this.ended.add(frame.run_id);
+    if (frame.reason === "lost_first") {
+      // a child run whose branch of its parent's first() lost: its prompts were closed, and
+      // the conversation goes on in the parent (no "stopped" notice; nothing waits on it)
+      if (frame.run_id === this.activeRun) this.activeRun = null;
+      this.refresh();
+      return;
+    }
     if (frame.status === "continued" && frame.continued_to) {
       // continue_as_new: the conversation goes on in the run that continues this one
       if (frame.run_id === this.activeRun) this.activeRun = frame.continued_to;

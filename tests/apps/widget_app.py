@@ -5,12 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime import continue_as_new, current_run, emit, first, hook, step, step_hook, workflow
+from runtime import (
+    child,
+    continue_as_new,
+    current_run,
+    emit,
+    first,
+    hook,
+    sleep,
+    step,
+    step_hook,
+    workflow,
+)
 
 KINDS = "widget_kinds"
 MARKUP = "widget_markup"
 FIRST = "widget_first"
 CONTINUED = "widget_continued"
+FIRST_CHILD = "widget_first_child"
 
 CONTACT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -92,6 +104,20 @@ async def widget_first(message: str) -> dict[str, Any]:
     reply = f"Went with {['channel', 'close'][which]}: {answer}."
     await say("done", reply)
     return {"reply": reply}
+
+
+@workflow(name="widget_detail")
+async def widget_detail() -> Any:
+    """A child run that asks the visitor in its parent's chat."""
+    return await hook("detail", timeout="10m", schema={"type": "string"}, prompt="Anything to add?")
+
+
+@workflow(name=FIRST_CHILD)
+async def widget_first_child(message: str) -> dict[str, Any]:
+    """A child asks the visitor while the parent waits at most a moment: the moment wins,
+    the child (and its prompt) is withdrawn, and the parent ends without a word."""
+    which, _ = await first(child(widget_detail), sleep("1s"))
+    return {"reply": ["detail", "no detail"][which]}
 
 
 @workflow(name=CONTINUED)

@@ -337,8 +337,9 @@ end
 -- their workflow.cancelled, `message` what their sessions are told (false: a status
 -- message naming each run). `lost`: a child whose branch lost its parent's first(), which
 -- goes on: nobody waits for its result, so its parent is not told, and its prompts are
--- withdrawn (each 'closed' in the session, as a first()'s losing hooks are) rather than the
--- session told a run was cancelled (the conversation has not stopped).
+-- withdrawn (each 'closed' in the session, as a first()'s losing hooks are); its status
+-- message says why (reason 'lost_first'), so a chat stops waiting on it without telling
+-- the visitor the conversation stopped.
 local function cancel_run(prefix, id, run_keys_of, now, ttl, event, message, ended, lost)
   local rs = redis.call('HMGET', run_keys_of.run, 'status', 'msg', 'session', 'ver', 'tags')
   local status, msg, session = rs[1], rs[2], rs[3]
@@ -355,6 +356,10 @@ local function cancel_run(prefix, id, run_keys_of, now, ttl, event, message, end
   append_event(run_keys_of.run, run_keys_of.events, EVENT.workflow_cancelled, event)
   if lost then
     withdraw_pending_hooks(prefix, id, run_keys_of, session, ttl)
+    if session and session ~= '' then  -- the chat no longer waits for it, nor says it stopped
+      post(prefix, session, cjson.encode({type = 'status', status = STATUS.cancelled,
+        run_id = id, reason = 'lost_first'}), ttl)
+    end
   else
     if session and session ~= '' then
       post(prefix, session,
