@@ -26,6 +26,9 @@ _wait_box: ContextVar[list[str] | None] = ContextVar("parley_wait_box", default=
 # Inside a bare branch of a first() of two or more: the first()'s group, which the branch's
 # hook or timer joins in the store with its creation (see ``Writes.join_first``).
 _first_group: ContextVar[str | None] = ContextVar("parley_first_group", default=None)
+# The branches of first() the running code is inside, outermost first: (the first()'s
+# position, the branch's index).
+_branches: ContextVar[tuple[tuple[int, int], ...]] = ContextVar("parley_branches", default=())
 
 
 def note_wait(wait_id: str) -> None:
@@ -241,7 +244,7 @@ async def first_of(
         box: list[str] = []
         boxes.append(box)
         joins = str(position) if grouped and bare_waits[i] else None
-        task = asyncio.ensure_future(_in_box(wait, box, joins))
+        task = asyncio.ensure_future(_in_box(wait, box, joins, (position, i)))
         execution.owned.add(task)
         tasks.append(task)
     await asyncio.wait(tasks)
@@ -287,10 +290,19 @@ async def first_of(
     return winner, tasks[winner].result()
 
 
-async def _in_box(wait: Coroutine[Any, Any, Any], box: list[str], group: str | None) -> Any:
+async def _in_box(
+    wait: Coroutine[Any, Any, Any], box: list[str], group: str | None, branch: tuple[int, int]
+) -> Any:
     _wait_box.set(box)
     _first_group.set(group)
+    _branches.set((*_branches.get(), branch))
     return await wait
+
+
+def _in_a_losing_branch(execution: Execution) -> bool:
+    """Whether the running code is inside a branch of a first() that the log says lost."""
+    firsts = execution.index.firsts
+    return any(firsts.get(position, index) != index for position, index in _branches.get())
 
 
 def _ends(index: ReplayIndex, wait_ids: list[str]) -> list[tuple[int, int]]:
@@ -343,6 +355,11 @@ async def child(execution: Execution, workflow: str, started: bytes) -> Any:
         if execution.dry_run:
             raise ReplayEnded(f"the child {workflow!r} is not in the recorded history")
         child_id = execution.store.child_run_id(execution.run_id, execution.index.origin, position)
+        if _in_a_losing_branch(execution):
+            # A log that holds the decision but not this child (a restart copies a child
+            # only with its end): started now, nothing would read it or cancel it.
+            note_wait(child_id)
+            raise execution.suspend_on(child_id)
         execution.record(
             EventType.CHILD_STARTED,
             {"seq": position, "child_run_id": child_id, "workflow": workflow},
