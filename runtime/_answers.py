@@ -117,7 +117,9 @@ class AnswerCalls:
             raise HookExpired("the hook expired before this answer", **ids)
         if outcome is ResumeOutcome.CLOSED:
             raise HookClosed(
-                "another wait of the run finished first; the hook was withdrawn", **ids
+                "the hook was withdrawn: another wait of a first() finished first (its "
+                "run's, or its parent's when the run is a child that lost)",
+                **ids,
             )
         if outcome is ResumeOutcome.CANCELLED:
             raise HookCancelled("the run was cancelled; the hook no longer takes answers", **ids)

@@ -13,7 +13,9 @@ class RunStatus(enum.StrEnum):
     SUSPENDED = "suspended"  # waiting for a hook answer or a deadline; holds no worker
     COMPLETED = "completed"  # the workflow returned; `result` holds its value
     FAILED = "failed"  # the workflow raised; `error` says what
-    CANCELLED = "cancelled"  # cancelled by an operator; pending hooks and deadlines cleaned
+    # cancelled by an operator, by its parent's end, or as a child whose branch of its
+    # parent's first() lost; pending hooks and deadlines cleaned
+    CANCELLED = "cancelled"
     # Its code no longer matches its log (a NondeterminismError): it waits, untouched, for a
     # worker with matching code and `parley runs retry`. Not finished.
     BLOCKED = "blocked"
