@@ -176,7 +176,12 @@ class Execution(Endings):
         for task in self.children:
             if task.done() and not task.cancelled() and task not in self.owned:
                 exc = task.exception()
-                if isinstance(exc, Suspend) and not exc.consumed:
+                # (a wait a first() withdrew, gathered in its losing branch, is not loose)
+                if (
+                    isinstance(exc, Suspend)
+                    and not exc.consumed
+                    and exc.wait not in self.index.closed
+                ):
                     loose.append(exc)
         return loose
 

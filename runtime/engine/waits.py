@@ -21,8 +21,10 @@ from .replay import ReplayIndex
 from .signals import Abort, ReplayEnded, StepScope, Suspend
 from .steps import check_step_waits
 
-# Inside first(): where each wait notes its id (which event ended it decides the winner).
-_wait_box: ContextVar[list[str] | None] = ContextVar("parley_wait_box", default=None)
+# Inside first(): where each wait notes its id (which event ended it decides the winner),
+# one box per first() the code is inside, outermost first: a first() nested in a branch
+# is part of that branch (its waits are withdrawn, its children cancelled, if it loses).
+_wait_boxes: ContextVar[tuple[list[str], ...]] = ContextVar("parley_wait_boxes", default=())
 # Inside a bare branch of a first() of two or more: the first()'s group, which the branch's
 # hook or timer joins in the store with its creation (see ``Writes.join_first``).
 _first_group: ContextVar[str | None] = ContextVar("parley_first_group", default=None)
@@ -32,8 +34,7 @@ _branches: ContextVar[tuple[tuple[int, int], ...]] = ContextVar("parley_branches
 
 
 def note_wait(wait_id: str) -> None:
-    box = _wait_box.get()
-    if box is not None:
+    for box in _wait_boxes.get():
         box.append(wait_id)
 
 
@@ -278,13 +279,14 @@ async def first_of(
             raise next(iter(pending.values()))  # the run waits on all of them
         never = (1 << 62, 0)
         winner = min(finished, key=lambda i: min(_ends(index, boxes[i]), default=never))
-        losers = [boxes[i][-1] for i in range(len(waits)) if i != winner and boxes[i]]
+        losing = [boxes[i] for i in range(len(waits)) if i != winner]
+        losers = _losers(index, losing)
         execution.record(
             EventType.FIRST_DECIDED, {"seq": position, "winner": winner, "closed": losers}
         )
         for wait_id in losers:
             _withdraw(execution, wait_id)
-        _cancel_children(execution, [boxes[i] for i in range(len(waits)) if i != winner])
+        _cancel_children(execution, losing)
     for exc in pending.values():  # the losers no longer hold the run
         execution.waiting.pop(exc.wait, None)
     return winner, tasks[winner].result()
@@ -293,7 +295,7 @@ async def first_of(
 async def _in_box(
     wait: Coroutine[Any, Any, Any], box: list[str], group: str | None, branch: tuple[int, int]
 ) -> Any:
-    _wait_box.set(box)
+    _wait_boxes.set((*_wait_boxes.get(), box))
     _first_group.set(group)
     _branches.set((*_branches.get(), branch))
     return await wait
@@ -307,6 +309,17 @@ def _in_a_losing_branch(execution: Execution) -> bool:
 
 def _ends(index: ReplayIndex, wait_ids: list[str]) -> list[tuple[int, int]]:
     return [index.completed_at[w] for w in wait_ids if w in index.completed_at]
+
+
+def _losers(index: ReplayIndex, losing: list[list[str]]) -> list[str]:
+    """The waits the losing branches leave: each branch's last, and any other it started
+    that has not ended (in parallel inside it: gathered, or a nested first()'s)."""
+    losers = [box[-1] for box in losing if box]
+    for box in losing:
+        for wait_id in box[:-1]:
+            if wait_id not in index.completed_at and wait_id not in losers:
+                losers.append(wait_id)
+    return losers
 
 
 def _cancel_children(execution: Execution, losing: list[list[str]]) -> None:

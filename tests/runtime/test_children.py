@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from runtime import RunStatus, Runtime, Worker, child, first, hook, sleep, step, workflow
 from tests.apps import children_app  # noqa: F401  (registers the workflows)
 from tests.raw_redis import raw
@@ -178,3 +180,46 @@ async def test_a_restart_after_a_first_does_not_start_its_losing_child_again(
     await rt.resume_hook(question.token, "done")
     await worker.drain()
     assert await rt.wait(again, timeout=5) == [1, "after", "done"]
+
+
+async def _asks_or_delegates() -> Any:
+    return await first(child("waiting_kid_wf"), hook("inner"))
+
+
+@workflow(name="nested_first_loses_wf")
+async def nested_first_loses_wf() -> list[Any]:
+    which, _ = await first(_asks_or_delegates(), sleep(0.2))
+    return [which, await hook("next")]
+
+
+async def _delegates_twice() -> Any:
+    return await asyncio.gather(child("waiting_kid_wf"), child("waiting_kid_wf"))
+
+
+@workflow(name="gathered_children_lose_wf")
+async def gathered_children_lose_wf() -> list[Any]:
+    which, _ = await first(_delegates_twice(), sleep(0.2))
+    return [which, await hook("next")]
+
+
+@pytest.mark.parametrize("wf", [nested_first_loses_wf, gathered_children_lose_wf])
+async def test_every_wait_of_a_losing_branch_ends_with_the_decision(
+    rt: Runtime, worker: Worker, wf: Any
+) -> None:
+    """A losing branch that waited on several things at once (a first() nested in it, or
+    children gathered): all of its children are cancelled and all of its hooks withdrawn
+    with the decision, and the parent completes. Found by review: only the branch's last
+    wait was withdrawn (nested: none, its waits were the inner first()'s), the others ran
+    on; and a gathered wait, never awaited by the workflow, failed the parent as a loose
+    wait once it returned."""
+    parent = await rt.start(wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.drain()
+    kids = (await rt.get_run(parent)).child_run_ids
+    assert kids and all([(await rt.get_run(k)).status is RunStatus.CANCELLED for k in kids])
+    [question] = await rt.list_hooks()
+    assert (question.run_id, question.name) == (parent, "next")
+    await rt.resume_hook(question.token, "go on")
+    await worker.drain()
+    assert await rt.wait(parent, timeout=5) == [1, "go on"]
