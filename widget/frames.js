@@ -119,9 +119,14 @@ export const frames = {
     this.ended.add(frame.run_id);
     if (frame.reason === "lost_first") {
       // a child run whose branch of its parent's first() lost: its prompts were closed, and
-      // the conversation goes on in the parent (no "stopped" notice; nothing waits on it)
-      if (frame.run_id === this.activeRun) this.activeRun = null;
+      // the conversation goes on in the parent (no "stopped" notice), which the chat now
+      // waits on; a message the visitor wrote meanwhile goes once that run is free
+      if (frame.run_id === this.activeRun) {
+        const next = frame.continues_in;
+        this.activeRun = typeof next === "string" && !this.ended.has(next) ? next : null;
+      }
       this.refresh();
+      this.flush();
       return;
     }
     if (frame.status === "continued" && frame.continued_to) {

@@ -5,9 +5,6 @@ replayed from the index, what is recorded, and when the run suspends. The public
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine, Sequence
-from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -16,35 +13,10 @@ from .._codec import due_ms, dumps, encode_value
 from ..errors import ChildFailed, HookTimeout, StoreUnavailable
 from ..models import EventType
 from .execution import READ_SUFFIX, Execution
+from .firsts import in_a_losing_branch, join_first, note_wait, withdrawn_at_once
 from .hooks import OnCreated, ask, ask_again, create_hook
-from .replay import ReplayIndex
-from .signals import Abort, ReplayEnded, StepScope, Suspend
+from .signals import Abort, ReplayEnded, StepScope
 from .steps import check_step_waits
-
-# Inside first(): where each wait notes its id (which event ended it decides the winner),
-# one box per first() the code is inside, outermost first: a first() nested in a branch
-# is part of that branch (its waits are withdrawn, its children cancelled, if it loses).
-_wait_boxes: ContextVar[tuple[list[str], ...]] = ContextVar("parley_wait_boxes", default=())
-# Inside a bare branch of a first() of two or more: the first()'s group, which the branch's
-# hook or timer joins in the store with its creation (see ``Writes.join_first``).
-_first_group: ContextVar[str | None] = ContextVar("parley_first_group", default=None)
-# The branches of first() the running code is inside, outermost first: (the first()'s
-# position, the branch's index).
-_branches: ContextVar[tuple[tuple[int, int], ...]] = ContextVar("parley_branches", default=())
-
-
-def note_wait(wait_id: str) -> None:
-    for box in _wait_boxes.get():
-        box.append(wait_id)
-
-
-def _join_first(execution: Execution, wait_id: str) -> None:
-    """A hook or timer just created by a bare branch of a first() joins its group in the
-    same write, before anyone can answer it or it can fire."""
-    group = _first_group.get()
-    if group is not None:
-        execution.writes.join_first(wait_id, group)
-
 
 OnTimeout = Literal["raise", "return"]
 
@@ -96,13 +68,15 @@ async def wait_for_hook(
     if hook_id in index.closed:  # withdrawn by a first(): nothing to ask, nothing to wait for
         raise execution.suspend_on(hook_id, step_id)
     if hook_id not in index.hooks_created:
+        if in_a_losing_branch(execution):
+            raise withdrawn_at_once(execution, hook_id, step_id)
         if scope is not None:
             check_step_waits(execution, scope, hook_id, name)
         if execution.dry_run:
             raise ReplayEnded(f"hook {hook_id!r} is not in the recorded history")
         expires_at_ms = None if timeout is None else due_ms(timeout, execution.now_ms())
         create_hook(execution, name, hook_id, step_id, seq, expires_at_ms, schema, prompt, token)
-        _join_first(execution, hook_id)
+        join_first(execution, hook_id)
         if on_created is None:
             # Nobody learns the token before the suspension: record the hook in the same
             # write as the suspension (one round trip fewer).
@@ -159,10 +133,12 @@ def sleep(execution: Execution, until: float | datetime) -> None:
     if timer_id in execution.index.fired:
         return
     if timer_id not in execution.index.timers:
+        if in_a_losing_branch(execution):
+            raise withdrawn_at_once(execution, timer_id)
         due = due_ms(until, execution.now_ms())
         execution.record(EventType.TIMER_SCHEDULED, {"timer_id": timer_id, "due": due, "seq": seq})
         execution.writes.schedule_timer(timer_id, due)
-        _join_first(execution, timer_id)
+        join_first(execution, timer_id)
     raise execution.suspend_on(timer_id)
 
 
@@ -223,126 +199,6 @@ async def post(execution: Execution, message: dict[str, Any]) -> str | None:
         raise Abort(exc) from exc
 
 
-async def first_of(
-    execution: Execution,
-    waits: list[Coroutine[Any, Any, Any]],
-    bare_waits: Sequence[bool] = (),
-) -> tuple[int, Any]:
-    """The first of ``waits`` to finish (by the order the log recorded their answers,
-    expiries and timers), and its value; the others are withdrawn durably. Until one
-    finishes, the run suspends on all of them. ``bare_waits`` says which waits are a
-    hook() or a sleep alone (finished when their hook is answered or expires, or their
-    timer fires)."""
-    position, _recorded = execution.check_call("first")
-    # Its bare waits join a group in the store as they are created: an answer, expiry or
-    # timer that finishes one of them refuses the others' answers at once. Race closed: a
-    # hook handed out by its on_created takes answers before the run suspends (which
-    # writes the group below); two answered then were both accepted, and one never used.
-    grouped = sum(bare_waits) > 1
-    boxes: list[list[str]] = []
-    tasks = []
-    for i, wait in enumerate(waits):
-        box: list[str] = []
-        boxes.append(box)
-        joins = str(position) if grouped and bare_waits[i] else None
-        task = asyncio.ensure_future(_in_box(wait, box, joins, (position, i)))
-        execution.owned.add(task)
-        tasks.append(task)
-    await asyncio.wait(tasks)
-    # A branch that unwound with one of the engine's signals (an outage's Abort, a lost
-    # lease, the end of a dry replay, a block, a continuation) ends the execution, as it
-    # would have outside first(). Race closed: counted as a finished branch, it lost to
-    # another and its signal was dropped; the execution went on as if its write had been
-    # applied and suspended cleanly, leaving the log without events the index had (a
-    # step's result, run again by the next worker).
-    outcomes = [task.exception() for task in tasks]
-    for exc in outcomes:
-        if exc is not None and not isinstance(exc, Exception | Suspend):
-            raise exc
-    finished, pending = [], {}
-    for i, exc in enumerate(outcomes):
-        if isinstance(exc, Suspend):
-            exc.consumed = True
-            pending[i] = exc
-        else:
-            finished.append(i)
-    index = execution.index
-    winner = index.firsts.get(position)
-    if winner is None:
-        if not finished:
-            group = [boxes[i][0] for i in pending if bare_waits and bare_waits[i]]
-            if len(group) > 1:
-                # the store withdraws the other hooks when one is answered or expires or a
-                # timer fires, before any worker replays this decision (an answer meanwhile
-                # is refused, not accepted and then never used)
-                execution.writes.first_group(group)
-            raise next(iter(pending.values()))  # the run waits on all of them
-        never = (1 << 62, 0)
-        winner = min(finished, key=lambda i: min(_ends(index, boxes[i]), default=never))
-        losing = [boxes[i] for i in range(len(waits)) if i != winner]
-        losers = _losers(index, losing)
-        execution.record(
-            EventType.FIRST_DECIDED, {"seq": position, "winner": winner, "closed": losers}
-        )
-        for wait_id in losers:
-            _withdraw(execution, wait_id)
-        _cancel_children(execution, losing)
-    for exc in pending.values():  # the losers no longer hold the run
-        execution.waiting.pop(exc.wait, None)
-    return winner, tasks[winner].result()
-
-
-async def _in_box(
-    wait: Coroutine[Any, Any, Any], box: list[str], group: str | None, branch: tuple[int, int]
-) -> Any:
-    _wait_boxes.set((*_wait_boxes.get(), box))
-    _first_group.set(group)
-    _branches.set((*_branches.get(), branch))
-    return await wait
-
-
-def _in_a_losing_branch(execution: Execution) -> bool:
-    """Whether the running code is inside a branch of a first() that the log says lost."""
-    firsts = execution.index.firsts
-    return any(firsts.get(position, index) != index for position, index in _branches.get())
-
-
-def _ends(index: ReplayIndex, wait_ids: list[str]) -> list[tuple[int, int]]:
-    return [index.completed_at[w] for w in wait_ids if w in index.completed_at]
-
-
-def _losers(index: ReplayIndex, losing: list[list[str]]) -> list[str]:
-    """The waits the losing branches leave: each branch's last, and any other it started
-    that has not ended (in parallel inside it: gathered, or a nested first()'s)."""
-    losers = [box[-1] for box in losing if box]
-    for box in losing:
-        for wait_id in box[:-1]:
-            if wait_id not in index.completed_at and wait_id not in losers:
-                losers.append(wait_id)
-    return losers
-
-
-def _cancel_children(execution: Execution, losing: list[list[str]]) -> None:
-    """The children the losing branches started that are still running are cancelled with
-    the decision: nothing will read their results."""
-    index = execution.index
-    started = set(index.children.values())
-    for box in losing:
-        for wait_id in box:
-            if wait_id in started and wait_id not in index.child_ends:
-                execution.writes.cancel_child(wait_id)
-
-
-def _withdraw(execution: Execution, wait_id: str) -> None:
-    if wait_id in execution.receiving:
-        execution.writes.stop_receiving(execution.receiving[wait_id])
-    elif wait_id in execution.index.hooks_created:
-        execution.writes.close_hook(wait_id, execution.token(wait_id))
-    elif wait_id in execution.index.timers:
-        execution.writes.cancel_timer(wait_id)
-    execution.index.closed.add(wait_id)
-
-
 def receive(execution: Execution, topic: str) -> Any:
     """The next message of ``topic`` from the log; else the run suspends until one comes
     (one buffered before is taken at the suspension)."""
@@ -368,11 +224,8 @@ async def child(execution: Execution, workflow: str, started: bytes) -> Any:
         if execution.dry_run:
             raise ReplayEnded(f"the child {workflow!r} is not in the recorded history")
         child_id = execution.store.child_run_id(execution.run_id, execution.index.origin, position)
-        if _in_a_losing_branch(execution):
-            # A log that holds the decision but not this child (a restart copies a child
-            # only with its end): started now, nothing would read it or cancel it.
-            note_wait(child_id)
-            raise execution.suspend_on(child_id)
+        if in_a_losing_branch(execution):
+            raise withdrawn_at_once(execution, child_id)
         execution.record(
             EventType.CHILD_STARTED,
             {"seq": position, "child_run_id": child_id, "workflow": workflow},

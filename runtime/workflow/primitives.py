@@ -20,7 +20,7 @@ from .._codec import (
     encode_value,
     parse_duration,
 )
-from ..engine import waits
+from ..engine import firsts, waits
 from ..engine.execution import Execution, current_execution, current_step
 from ..engine.hooks import OnCreated
 from ..engine.signals import ContinueAsNew, StepScope
@@ -160,7 +160,7 @@ async def first(*candidates: Coroutine[Any, Any, Any]) -> tuple[int, Any]:
     # wait does (a hook answered or expired, a timer fired): those waits are grouped in the
     # store, and the first to finish withdraws the others' hooks at once.
     bare_waits = [getattr(w, "cr_code", None) in _BARE_WAITS for w in candidates]
-    return await waits.first_of(execution, list(candidates), bare_waits)
+    return await firsts.first_of(execution, list(candidates), bare_waits)
 
 
 async def child(workflow: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -225,7 +225,7 @@ async def receive(
         return await _receive(execution, topic)
     deadline = check_deadline(timeout, what="timeout")
     timer = sleep_until(deadline) if isinstance(deadline, datetime) else sleep(deadline)
-    which, value = await waits.first_of(execution, [_receive(execution, topic), timer])
+    which, value = await firsts.first_of(execution, [_receive(execution, topic), timer])
     if which == 0:
         return value
     if on_timeout == "return":

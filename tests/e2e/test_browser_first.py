@@ -78,9 +78,10 @@ def test_a_childs_prompt_that_lost_a_first_is_closed_and_the_chat_is_ready_again
 ) -> None:
     """A child run asks in the chat, and its parent's first() goes on without it (a
     moment wins): the prompt is shown closed, the chat does not say the conversation
-    stopped, and it is ready again: the visitor's next message is sent (a new run asks).
-    Found by review: with the child's prompt the last the chat had seen, it waited on the
-    cancelled child for good ("working"), and held the next message back."""
+    stopped, and once the parent ends it is ready again: a message the visitor wrote while
+    the child asked is sent then (a new run asks). Found by review: with the child's prompt
+    the last the chat had seen, it waited on the cancelled child for good ("working"), and
+    held the message back."""
     agent_page(page, site, make_stack, "widget_first_child")
     box = page.get_by_label("Your message")
     box.fill("help")
@@ -88,11 +89,12 @@ def test_a_childs_prompt_that_lost_a_first_is_closed_and_the_chat_is_ready_again
     cards = page.locator(".parley-prompt")
     expect(cards).to_have_count(1)
     expect(cards.nth(0)).to_contain_text("Anything to add?")
+    box.fill("again")  # not an answer: queued while the prompt waits
+    box.press("Enter")
     expect(cards.nth(0)).to_have_attribute("data-state", "closed", timeout=15_000)
     expect(cards.nth(0)).to_contain_text(CLOSED_NOTE)
-    expect(page.locator(".parley-widget")).to_have_attribute("data-state", "idle")
     expect(page.get_by_text("The conversation was stopped.")).to_have_count(0)
-    box.fill("again")
-    box.press("Enter")
-    expect(cards).to_have_count(2)
+    expect(cards).to_have_count(2)  # "again" went, and started a run that asks
     expect(cards.nth(1)).to_have_attribute("data-state", "pending")
+    expect(cards.nth(1)).to_have_attribute("data-state", "closed", timeout=15_000)
+    expect(page.locator(".parley-widget")).to_have_attribute("data-state", "idle")

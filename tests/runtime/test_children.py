@@ -132,7 +132,13 @@ async def test_a_child_that_lost_its_parents_first_is_cancelled_at_the_decision(
     assert told == [("prompt", kid), ("closed", kid), ("status", kid), ("prompt", parent)]
     status = [m for _, m in await rt.read_outbox(session) if m["type"] == "status"]
     assert status == [
-        {"type": "status", "status": "cancelled", "run_id": kid, "reason": "lost_first"}
+        {
+            "type": "status",
+            "status": "cancelled",
+            "run_id": kid,
+            "reason": "lost_first",
+            "continues_in": parent,
+        }
     ]
     info = await rt.get_run(kid)
     assert info.status is RunStatus.CANCELLED

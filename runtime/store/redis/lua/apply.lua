@@ -169,7 +169,7 @@ local function apply(ops)
       if redis.call('SISMEMBER', key_children(keys.prefix, keys.run_id), op[2]) == 1 then
         cancel_run(keys.prefix, op[2], child_keys(keys.prefix, op[2], keys), req.now,
           req.retention, cjson.encode({reason = "it lost its parent's first()"}), false, ended,
-          true)
+          keys.run_id)
       end
     elseif kind == 'cancel_timer' then
       local member = deadline_member(keys.run_id, 't', op[2])

@@ -335,11 +335,12 @@ end
 -- Cancel run `id` (`run_keys_of`: its keys) if it has not finished, and the runs it started
 -- (child()), depth first; appends each id it ended to `ended`. `event` is the data of
 -- their workflow.cancelled, `message` what their sessions are told (false: a status
--- message naming each run). `lost`: a child whose branch lost its parent's first(), which
--- goes on: nobody waits for its result, so its parent is not told, and its prompts are
--- withdrawn (each 'closed' in the session, as a first()'s losing hooks are); its status
--- message says why (reason 'lost_first'), so a chat stops waiting on it without telling
--- the visitor the conversation stopped.
+-- message naming each run). `lost`: for a child whose branch lost its parent's first(),
+-- the id of that parent, which goes on: nobody waits for the child's result, so the parent
+-- is not told, and its prompts are withdrawn (each 'closed' in the session, as a first()'s
+-- losing hooks are); its status message says why (reason 'lost_first') and which run the
+-- conversation continues in, so a chat follows that run instead of telling the visitor
+-- the conversation stopped.
 local function cancel_run(prefix, id, run_keys_of, now, ttl, event, message, ended, lost)
   local rs = redis.call('HMGET', run_keys_of.run, 'status', 'msg', 'session', 'ver', 'tags')
   local status, msg, session = rs[1], rs[2], rs[3]
@@ -356,9 +357,9 @@ local function cancel_run(prefix, id, run_keys_of, now, ttl, event, message, end
   append_event(run_keys_of.run, run_keys_of.events, EVENT.workflow_cancelled, event)
   if lost then
     withdraw_pending_hooks(prefix, id, run_keys_of, session, ttl)
-    if session and session ~= '' then  -- the chat no longer waits for it, nor says it stopped
+    if session and session ~= '' then  -- the chat goes on with the run that decided
       post(prefix, session, cjson.encode({type = 'status', status = STATUS.cancelled,
-        run_id = id, reason = 'lost_first'}), ttl)
+        run_id = id, reason = 'lost_first', continues_in = lost}), ttl)
     end
   else
     if session and session ~= '' then

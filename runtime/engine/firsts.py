@@ -1,0 +1,191 @@
+"""first(): the first of several waits, decided by the order the log recorded their ends;
+what the store learns of its waits as they are created (their group); and what the
+decision leaves of the losing branches (their waits withdrawn, their children cancelled,
+nothing they reach afterwards started)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from ..models import EventType
+from .execution import Execution
+from .replay import ReplayIndex
+from .signals import Suspend
+
+# Inside first(): where each wait notes its id (which event ended it decides the winner).
+_wait_box: ContextVar[list[str] | None] = ContextVar("parley_wait_box", default=None)
+# And every wait started inside each branch the code is in, outermost first, a first()
+# nested in it included: what a losing branch leaves to withdraw (not what scores it).
+_reaches: ContextVar[tuple[list[str], ...]] = ContextVar("parley_reaches", default=())
+# Inside a bare branch of a first() of two or more: the first()'s group, which the branch's
+# hook or timer joins in the store with its creation (see ``Writes.join_first``).
+_first_group: ContextVar[str | None] = ContextVar("parley_first_group", default=None)
+# The branches of first() the running code is inside, outermost first: (the first()'s
+# position, the branch's index).
+_branches: ContextVar[tuple[tuple[int, int], ...]] = ContextVar("parley_branches", default=())
+
+
+def note_wait(wait_id: str) -> None:
+    """Every wait calls this with its id: inside a first(), its branch learns the wait."""
+    box = _wait_box.get()
+    if box is not None:
+        box.append(wait_id)
+    for reach in _reaches.get():
+        reach.append(wait_id)
+
+
+def join_first(execution: Execution, wait_id: str) -> None:
+    """A hook or timer just created by a bare branch of a first() joins its group in the
+    same write, before anyone can answer it or it can fire."""
+    group = _first_group.get()
+    if group is not None:
+        execution.writes.join_first(wait_id, group)
+
+
+async def first_of(
+    execution: Execution,
+    waits: list[Coroutine[Any, Any, Any]],
+    bare_waits: Sequence[bool] = (),
+) -> tuple[int, Any]:
+    """The first of ``waits`` to finish (by the order the log recorded their answers,
+    expiries and timers), and its value; the others are withdrawn durably. Until one
+    finishes, the run suspends on all of them. ``bare_waits`` says which waits are a
+    hook() or a sleep alone (finished when their hook is answered or expires, or their
+    timer fires)."""
+    position, _recorded = execution.check_call("first")
+    # Its bare waits join a group in the store as they are created: an answer, expiry or
+    # timer that finishes one of them refuses the others' answers at once. Race closed: a
+    # hook handed out by its on_created takes answers before the run suspends (which
+    # writes the group below); two answered then were both accepted, and one never used.
+    grouped = sum(bare_waits) > 1
+    boxes: list[list[str]] = []
+    reaches: list[list[str]] = []
+    tasks = []
+    for i, wait in enumerate(waits):
+        box: list[str] = []
+        reach: list[str] = []
+        boxes.append(box)
+        reaches.append(reach)
+        joins = str(position) if grouped and bare_waits[i] else None
+        task = asyncio.ensure_future(_in_box(wait, box, reach, joins, (position, i)))
+        execution.owned.add(task)
+        tasks.append(task)
+    await asyncio.wait(tasks)
+    # A branch that unwound with one of the engine's signals (an outage's Abort, a lost
+    # lease, the end of a dry replay, a block, a continuation) ends the execution, as it
+    # would have outside first(). Race closed: counted as a finished branch, it lost to
+    # another and its signal was dropped; the execution went on as if its write had been
+    # applied and suspended cleanly, leaving the log without events the index had (a
+    # step's result, run again by the next worker).
+    outcomes = [task.exception() for task in tasks]
+    for exc in outcomes:
+        if exc is not None and not isinstance(exc, Exception | Suspend):
+            raise exc
+    finished, pending = [], {}
+    for i, exc in enumerate(outcomes):
+        if isinstance(exc, Suspend):
+            exc.consumed = True
+            pending[i] = exc
+        else:
+            finished.append(i)
+    index = execution.index
+    winner = index.firsts.get(position)
+    if winner is None:
+        if not finished:
+            group = [boxes[i][0] for i in pending if bare_waits and bare_waits[i]]
+            if len(group) > 1:
+                # the store withdraws the other hooks when one is answered or expires or a
+                # timer fires, before any worker replays this decision (an answer meanwhile
+                # is refused, not accepted and then never used)
+                execution.writes.first_group(group)
+            raise next(iter(pending.values()))  # the run waits on all of them
+        never = (1 << 62, 0)
+        winner = min(finished, key=lambda i: min(_ends(index, boxes[i]), default=never))
+        losing = [i for i in range(len(waits)) if i != winner]
+        losers = _losers(execution, [boxes[i] for i in losing], [reaches[i] for i in losing])
+        # (before the decision is recorded: its closed list joins the index's)
+        running = _running_children(execution, [reaches[i] for i in losing])
+        execution.record(
+            EventType.FIRST_DECIDED, {"seq": position, "winner": winner, "closed": losers}
+        )
+        for child_id in running:
+            execution.writes.cancel_child(child_id)
+        for wait_id in losers:
+            _withdraw(execution, wait_id)
+            execution.waiting.pop(wait_id, None)  # no suspension records it again
+    for exc in pending.values():  # the losers no longer hold the run
+        execution.waiting.pop(exc.wait, None)
+    return winner, tasks[winner].result()
+
+
+async def _in_box(
+    wait: Coroutine[Any, Any, Any],
+    box: list[str],
+    reach: list[str],
+    group: str | None,
+    branch: tuple[int, int],
+) -> Any:
+    _wait_box.set(box)
+    _reaches.set((*_reaches.get(), reach))
+    _first_group.set(group)
+    _branches.set((*_branches.get(), branch))
+    return await wait
+
+
+def in_a_losing_branch(execution: Execution) -> bool:
+    """Whether the running code is inside a branch of a first() that the log says lost."""
+    firsts = execution.index.firsts
+    return any(firsts.get(position, index) != index for position, index in _branches.get())
+
+
+def withdrawn_at_once(execution: Execution, wait_id: str, step_id: str | None = None) -> Suspend:
+    """A wait a losing branch of a first() reaches after the decision: a log that holds the
+    decision but not the wait (a restart copies a hook, a timer or a child only with its
+    end), or a branch that goes on after losing (a gathered task). Created now, nothing
+    would read it or withdraw it; it is withdrawn as it is reached instead: neither a wait
+    of the run's (a suspension's) nor a loose one."""
+    execution.index.closed.add(wait_id)
+    return Suspend(wait_id, step_id)
+
+
+def _ends(index: ReplayIndex, wait_ids: list[str]) -> list[tuple[int, int]]:
+    return [index.completed_at[w] for w in wait_ids if w in index.completed_at]
+
+
+def _losers(execution: Execution, boxes: list[list[str]], reaches: list[list[str]]) -> list[str]:
+    """The waits the losing branches leave: each branch's last, and any other started inside
+    it that is suspended in this pass (gathered in it, or a nested first()'s)."""
+    closed = execution.index.closed
+    losers = [box[-1] for box in boxes if box]
+    for reach in reaches:
+        for wait_id in reach:
+            if wait_id in execution.waiting and wait_id not in closed and wait_id not in losers:
+                losers.append(wait_id)
+    return losers
+
+
+def _running_children(execution: Execution, reaches: list[list[str]]) -> list[str]:
+    """The children the losing branches started that are still running: cancelled with the
+    decision, as nothing will read their results (a child an earlier decision withdrew
+    was cancelled then)."""
+    index = execution.index
+    started = set(index.children.values())
+    return [
+        wait_id
+        for reach in reaches
+        for wait_id in reach
+        if wait_id in started and wait_id not in index.child_ends and wait_id not in index.closed
+    ]
+
+
+def _withdraw(execution: Execution, wait_id: str) -> None:
+    if wait_id in execution.receiving:
+        execution.writes.stop_receiving(execution.receiving[wait_id])
+    elif wait_id in execution.index.hooks_created:
+        execution.writes.close_hook(wait_id, execution.token(wait_id))
+    elif wait_id in execution.index.timers:
+        execution.writes.cancel_timer(wait_id)
+    execution.index.closed.add(wait_id)

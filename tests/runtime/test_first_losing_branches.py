@@ -1,0 +1,232 @@
+"""What a first() leaves of its losing branches: the waits they started (gathered, or a
+nested first()'s), the children they started, and waits they reach after the decision (a
+gathered task that goes on, a restart's replay) end with it; and what scores a branch is
+unchanged by a first() nested in it. Each case was found by review."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from runtime import RunStatus, Runtime, Worker, child, first, hook, receive, sleep, step, workflow
+from tests.apps import children_app  # noqa: F401  (registers the workflows)
+
+
+async def answer(rt: Runtime, name: str, value: Any, run_id: str | None = None) -> None:
+    [pending] = [h for h in await rt.list_hooks(run_id=run_id) if h.name == name]
+    await rt.resume_hook(pending.token, value)
+
+
+async def _two(first_name: str, second_name: str) -> Any:
+    await hook(first_name)
+    return await hook(second_name)
+
+
+async def _nested() -> Any:
+    return await first(hook("y"), _two("x1", "x2"))
+
+
+@workflow(name="nested_first_scores_wf")
+async def nested_first_scores_wf() -> int:
+    which, _ = await first(hook("b"), _nested())
+    return which
+
+
+async def test_a_nested_first_is_scored_by_its_own_winner(rt: Runtime, worker: Worker) -> None:
+    """x1 (a wait of the nested first()'s branch that loses) is answered, then b, then y:
+    the nested first() finished with y, after b, so b's branch wins. With every wait of a
+    branch scored, x1 made the nested branch win."""
+    run_id = await rt.start(nested_first_scores_wf)
+    await worker.drain()
+    await answer(rt, "x1", 1)
+    await worker.drain()
+    await answer(rt, "b", 2)
+    await answer(rt, "y", 3)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 0
+
+
+async def _rounds() -> None:
+    while True:
+        await first(hook("msg"), sleep(30))
+
+
+@workflow(name="rounds_in_a_losing_branch_wf")
+async def rounds_in_a_losing_branch_wf() -> int:
+    which, _ = await first(sleep(0.5), _rounds())
+    return which
+
+
+async def test_waits_an_earlier_decision_withdrew_are_not_withdrawn_again(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A losing branch that ran rounds of first(): the outer decision closes the round in
+    flight, not again every wait the rounds' own decisions closed (a list, and writes, that
+    grew with the rounds)."""
+    run_id = await rt.start(rounds_in_a_losing_branch_wf)
+    await worker.drain()
+    for _ in range(3):
+        await answer(rt, "msg", "hi")
+        await worker.drain()
+    await asyncio.sleep(0.6)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 0
+    decided = [e.data for e in await rt.events(run_id) if e.type == "first.decided"]
+    closed_before = {w for d in decided[:-1] for w in d["closed"]}
+    assert decided[-1]["closed"] and not closed_before & set(decided[-1]["closed"])
+
+
+async def _receive_then_ask() -> Any:
+    await receive("x")
+    return await hook("h")
+
+
+@workflow(name="received_then_lost_wf")
+async def received_then_lost_wf() -> int:
+    which, _ = await first(sleep(0.4), _receive_then_ask())
+    return which
+
+
+async def test_a_receive_that_got_its_message_is_not_closed(rt: Runtime, worker: Worker) -> None:
+    run_id = await rt.start(received_then_lost_wf)
+    await worker.drain()
+    await rt.send(run_id, "x", "m")
+    await worker.drain()
+    await asyncio.sleep(0.5)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 0
+    [decided] = [e.data for e in await rt.events(run_id) if e.type == "first.decided"]
+    assert decided["closed"] == ["h0.h"]
+
+
+async def _ask_and_listen() -> Any:
+    return await asyncio.gather(hook("h"), receive("x"))
+
+
+@workflow(name="gathered_receive_lost_wf")
+async def gathered_receive_lost_wf() -> list[Any]:
+    which, _ = await first(sleep(0.1), _ask_and_listen())
+    return [which, await hook("next")]
+
+
+async def test_a_gathered_receive_of_a_losing_branch_takes_no_message(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The receive gathered in the losing branch is withdrawn for good: the run's next
+    suspension does not register it again, and a message sent later stays in the inbox."""
+    run_id = await rt.start(gathered_receive_lost_wf)
+    await worker.drain()
+    await asyncio.sleep(0.2)
+    await worker.drain()
+    before = await rt.events(run_id)
+    await rt.send(run_id, "x", "stray")
+    await worker.drain()
+    assert "message.received" not in [e.type for e in (await rt.events(run_id))[len(before) :]]
+    await answer(rt, "next", "ok")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "ok"]
+
+
+@step
+async def slow_step() -> int:
+    await asyncio.sleep(0.2)
+    return 1
+
+
+async def _at_once() -> str:
+    return "now"
+
+
+async def _step_then_ask() -> Any:
+    await slow_step()
+    return await hook("late")
+
+
+async def _step_then_delegate() -> Any:
+    await slow_step()
+    return await child("waiting_kid_wf")
+
+
+async def _gathered_with_a_late_hook() -> Any:
+    return await asyncio.gather(hook("h"), _step_then_ask())
+
+
+async def _gathered_with_a_late_child() -> Any:
+    return await asyncio.gather(hook("h"), _step_then_delegate())
+
+
+@workflow(name="late_hook_in_a_losing_branch_wf")
+async def late_hook_in_a_losing_branch_wf() -> Any:
+    return list(await first(_at_once(), _gathered_with_a_late_hook()))
+
+
+@workflow(name="late_child_in_a_losing_branch_wf")
+async def late_child_in_a_losing_branch_wf() -> Any:
+    return list(await first(_at_once(), _gathered_with_a_late_child()))
+
+
+async def test_waits_a_losing_branch_reaches_after_the_decision_are_not_started(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A losing branch's gathered task goes on after the decision (its step still ran) and
+    reaches a hook or a child: neither is created, and the run completes. Before, the
+    hook stayed pending, the child ran, and either failed the run as a loose wait."""
+    for wf in (late_hook_in_a_losing_branch_wf, late_child_in_a_losing_branch_wf):
+        run_id = await rt.start(wf)
+        await worker.drain()
+        info = await rt.get_run(run_id)
+        assert info.status is RunStatus.COMPLETED, info.error
+        assert await rt.wait(run_id, timeout=5) == [0, "now"]
+        assert info.child_run_ids == [] and await rt.list_hooks(run_id=run_id) == []
+
+
+@step
+async def after_the_race() -> str:
+    return "after"
+
+
+@workflow(name="answer_beats_timer_then_step_wf")
+async def answer_beats_timer_then_step_wf() -> list[Any]:
+    which, _ = await first(hook("a"), sleep(0.3))
+    return [which, await after_the_race(), await hook("next")]
+
+
+async def _delegates_twice() -> Any:
+    return await asyncio.gather(child("waiting_kid_wf"), child("waiting_kid_wf"))
+
+
+@workflow(name="gathered_children_then_step_wf")
+async def gathered_children_then_step_wf() -> list[Any]:
+    which, _ = await first(_delegates_twice(), sleep(0.2))
+    return [which, await after_the_race(), await hook("next")]
+
+
+async def test_a_restart_after_a_first_starts_nothing_of_a_losing_branch(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A run restarted from a step after a first(): the copied log holds the decision but
+    not the losing branch's timer, nor its gathered children (a restart copies them only
+    with their end). The replay schedules no timer and starts no child, and the new run
+    completes. Before, the timer was scheduled again, and the children were started again
+    and failed the new run as loose waits."""
+    run_id = await rt.start(answer_beats_timer_then_step_wf)
+    await worker.drain()
+    await answer(rt, "a", 1)
+    await worker.drain()
+    again = await rt.restart(run_id, from_step="after_the_race")
+    await worker.drain()
+    assert "timer.scheduled" not in [e.type for e in await rt.events(again)]
+
+    parent = await rt.start(gathered_children_then_step_wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.drain()
+    await answer(rt, "next", "first run", parent)
+    await worker.drain()
+    assert await rt.wait(parent, timeout=5) == [1, "after", "first run"]
+    again = await rt.restart(parent, from_step="after_the_race")
+    await worker.drain()
+    assert (await rt.get_run(again)).child_run_ids == []
+    await answer(rt, "next", "done", again)
+    await worker.drain()
+    assert await rt.wait(again, timeout=5) == [1, "after", "done"]
