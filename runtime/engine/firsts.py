@@ -102,8 +102,12 @@ async def first_of(
                 # is refused, not accepted and then never used)
                 execution.writes.first_group(group)
             raise next(iter(pending.values()))  # the run waits on all of them
+        # A branch finished with the last of its waits to end (a sequential branch's last,
+        # a gather's slowest); one that ended without a recorded wait ranks after them all.
+        # Race closed: scored by its earliest, a branch whose first wait ended early won
+        # over one that finished before it.
         never = (1 << 62, 0)
-        winner = min(finished, key=lambda i: min(_ends(index, boxes[i]), default=never))
+        winner = min(finished, key=lambda i: max(_ends(index, boxes[i]), default=never))
         losing = [i for i in range(len(waits)) if i != winner]
         losers = _losers(execution, [boxes[i] for i in losing], [reaches[i] for i in losing])
         # (before the decision is recorded: its closed list joins the index's)

@@ -46,6 +46,27 @@ async def test_a_nested_first_is_scored_by_its_own_winner(rt: Runtime, worker: W
     assert await rt.wait(run_id, timeout=5) == 0
 
 
+@workflow(name="sequential_branch_scores_wf")
+async def sequential_branch_scores_wf() -> int:
+    which, _ = await first(hook("b"), _two("x1", "y"))
+    return which
+
+
+async def test_a_sequential_branch_is_scored_by_the_wait_that_finished_it(
+    rt: Runtime, worker: Worker
+) -> None:
+    """x1 is answered, then b, then y: the branch of x1 and y finished with y, after b, so
+    b's branch wins. Scored by its earliest wait (x1), the branch that finished later won."""
+    run_id = await rt.start(sequential_branch_scores_wf)
+    await worker.drain()
+    await answer(rt, "x1", 1)
+    await worker.drain()
+    await answer(rt, "b", 2)
+    await answer(rt, "y", 3)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 0
+
+
 async def _rounds() -> None:
     while True:
         await first(hook("msg"), sleep(30))
