@@ -110,22 +110,29 @@ local function retire_hook(hooks_key, pending_key, deadlines_key, run_id, hook_i
   redis.call('ZREM', deadlines_key, deadline_member(run_id, 'h', hook_id))
 end
 
--- Close every pending hook of a run, with its pending-index entry and its deadline, so
--- nothing of them outlives the run. Returns how many were closed. (A first() group's field
--- begins with '=', never a pending record's letter.)
-local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id)
+-- The pending hooks of a run, as {hook id, record} pairs. (A first()'s fields begin with
+-- '=', '~' or '>', never a pending record's letter; a digest field is skipped by its name.)
+local function pending_hooks(hooks_key)
   local hooks = redis.call('HGETALL', hooks_key)
-  local closed = 0
+  local pending = {}
   for j = 1, #hooks, 2 do
     local hook_id, record = hooks[j], hooks[j + 1]
     if hook_state(record) == HOOK_PENDING
         and not string.find(hook_id, DIGEST_SUFFIX, 1, true) then
-      retire_hook(hooks_key, pending_key, deadlines_key, run_id, hook_id, record,
-        HOOK_CANCELLED)
-      closed = closed + 1
+      pending[#pending + 1] = {hook_id, record}
     end
   end
-  return closed
+  return pending
+end
+
+-- Close every pending hook of a run, with its pending-index entry and its deadline, so
+-- nothing of them outlives the run. Returns how many were closed.
+local function close_pending_hooks(hooks_key, pending_key, deadlines_key, run_id)
+  local pending = pending_hooks(hooks_key)
+  for _, hook in ipairs(pending) do
+    retire_hook(hooks_key, pending_key, deadlines_key, run_id, hook[1], hook[2], HOOK_CANCELLED)
+  end
+  return #pending
 end
 
 -- Withdraw hook `hook_id` of run `run_id` if still pending: closed, out of the pending
@@ -319,19 +326,6 @@ local function child_keys(prefix, child, parent_keys)
     pending = parent_keys.pending, stats = parent_keys.stats}
 end
 
--- Withdraw every pending hook of run `run_id` (`keys_of`: its keys), as withdraw_hook does.
-local function withdraw_pending_hooks(prefix, run_id, keys_of, session, ttl)
-  local hooks = redis.call('HGETALL', keys_of.hooks)
-  for j = 1, #hooks, 2 do
-    local hook_id, record = hooks[j], hooks[j + 1]
-    if hook_state(record) == HOOK_PENDING
-        and not string.find(hook_id, DIGEST_SUFFIX, 1, true) then
-      withdraw_hook(prefix, run_id, keys_of.hooks, keys_of.pending, keys_of.deadlines, session,
-        hook_id, ttl)
-    end
-  end
-end
-
 -- Cancel run `id` (`run_keys_of`: its keys) if it has not finished, and the runs it started
 -- (child()), depth first; appends each id it ended to `ended`. `event` is the data of
 -- their workflow.cancelled, `message` what their sessions are told (false: a status
@@ -356,7 +350,10 @@ local function cancel_run(prefix, id, run_keys_of, now, ttl, event, message, end
   if msg then ack_task(run_keys_of.tasks, msg) end
   append_event(run_keys_of.run, run_keys_of.events, EVENT.workflow_cancelled, event)
   if lost then
-    withdraw_pending_hooks(prefix, id, run_keys_of, session, ttl)
+    for _, hook in ipairs(pending_hooks(run_keys_of.hooks)) do
+      withdraw_hook(prefix, id, run_keys_of.hooks, run_keys_of.pending, run_keys_of.deadlines,
+        session, hook[1], ttl)
+    end
     if session and session ~= '' then  -- the chat goes on with the run that decided
       post(prefix, session, cjson.encode({type = 'status', status = STATUS.cancelled,
         run_id = id, reason = 'lost_first', continues_in = lost}), ttl)
