@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from runtime import RunStatus, Runtime, Worker, child, first, hook, receive, sleep, step, workflow
 from tests.apps import children_app  # noqa: F401  (registers the workflows)
 
@@ -32,32 +34,21 @@ async def nested_first_scores_wf() -> int:
     return which
 
 
-async def test_a_nested_first_is_scored_by_its_own_winner(rt: Runtime, worker: Worker) -> None:
-    """x1 (a wait of the nested first()'s branch that loses) is answered, then b, then y:
-    the nested first() finished with y, after b, so b's branch wins. With every wait of a
-    branch scored, x1 made the nested branch win."""
-    run_id = await rt.start(nested_first_scores_wf)
-    await worker.drain()
-    await answer(rt, "x1", 1)
-    await worker.drain()
-    await answer(rt, "b", 2)
-    await answer(rt, "y", 3)
-    await worker.drain()
-    assert await rt.wait(run_id, timeout=5) == 0
-
-
 @workflow(name="sequential_branch_scores_wf")
 async def sequential_branch_scores_wf() -> int:
     which, _ = await first(hook("b"), _two("x1", "y"))
     return which
 
 
-async def test_a_sequential_branch_is_scored_by_the_wait_that_finished_it(
-    rt: Runtime, worker: Worker
+@pytest.mark.parametrize("wf", [nested_first_scores_wf, sequential_branch_scores_wf])
+async def test_a_branch_is_scored_by_the_wait_that_finished_it(
+    rt: Runtime, worker: Worker, wf: Any
 ) -> None:
-    """x1 is answered, then b, then y: the branch of x1 and y finished with y, after b, so
-    b's branch wins. Scored by its earliest wait (x1), the branch that finished later won."""
-    run_id = await rt.start(sequential_branch_scores_wf)
+    """x1 is answered, then b, then y: the other branch finished with y, after b, so b's
+    branch wins. Nested: x1 is a wait of the nested first()'s losing branch, which scored
+    the outer branch when every wait of a branch was scored. Sequential (x1 then y):
+    scored by its earliest wait, x1, the branch that finished later won."""
+    run_id = await rt.start(wf)
     await worker.drain()
     await answer(rt, "x1", 1)
     await worker.drain()
@@ -249,5 +240,34 @@ async def test_a_restart_after_a_first_starts_nothing_of_a_losing_branch(
     await worker.drain()
     assert (await rt.get_run(again)).child_run_ids == []
     await answer(rt, "next", "done", again)
+    await worker.drain()
+    assert await rt.wait(again, timeout=5) == [1, "after", "done"]
+
+
+@workflow(name="race_then_step_wf")
+async def race_then_step_wf() -> list[Any]:
+    which, _ = await first(child("waiting_kid_wf"), sleep(0.2))
+    return [which, await after_the_race(), await hook("next")]
+
+
+async def test_a_restart_after_a_first_does_not_start_its_losing_child_again(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A run restarted from a step after a first() whose child lost: the new run's log holds
+    the decision but not the child (a restart copies a child only with its end), and the
+    replayed losing branch does not start a child nobody would read or cancel. Found by
+    review: it started one, which asked in the chat and ran until the new run ended."""
+    parent = await rt.start(race_then_step_wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.drain()
+    [kid] = (await rt.get_run(parent)).child_run_ids
+    assert (await rt.get_run(kid)).status is RunStatus.CANCELLED
+    again = await rt.restart(parent, from_step="after_the_race")
+    await worker.drain()
+    assert (await rt.get_run(again)).child_run_ids == []
+    [question] = await rt.list_hooks(run_id=again)
+    assert question.name == "next"
+    await rt.resume_hook(question.token, "done")
     await worker.drain()
     assert await rt.wait(again, timeout=5) == [1, "after", "done"]
