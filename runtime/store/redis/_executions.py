@@ -229,7 +229,7 @@ class ExecutionStore(CompactionStore):
         if finish is not None and finish.status in FINISHED_STATUSES:  # the run ended
             self._compact_later(run_id)
         # its children the script ended: with it, or because they lost a first()
-        for child in reply[3] if len(reply) > 3 else ():
+        for child in reply[3]:
             self._compact_later(_decode.text(child))
         return Applied(
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
