@@ -67,7 +67,9 @@ class EventType(enum.StrEnum):
     CHILD_STARTED = "child.started"  # seq, child_run_id, workflow
     CHILD_COMPLETED = "child.completed"  # child_run_id, status, result or error
     MESSAGE_RECEIVED = "message.received"  # topic, payload: the next message of a topic
-    FIRST_DECIDED = "first.decided"  # seq, winner (its index), closed (the other waits)
+    # seq, winner (its index), closed (the other waits), receives (those of them that are
+    # receives: they take no message)
+    FIRST_DECIDED = "first.decided"
     TAGS_SET = "tags.set"  # seq, tags (the run's tags after the change), changes
 
 

@@ -29,6 +29,7 @@ from ..settings import Limits
 from ..store import Claim, KnownLog, Store, Writes
 from .endings import Endings
 from .failures import outage
+from .messages import PassMessages
 from .replay import Call, ReplayIndex
 from .replay_cache import CachedReplay
 from .signals import (
@@ -129,7 +130,7 @@ class Execution(Endings):
         # recorded when the run suspends (parallel waits suspend together).
         self.waiting: dict[str, str | None] = {}
         self.receiving: dict[str, str] = {}  # receive waits of this pass -> their topic
-        self._received: dict[str, int] = {}  # messages of each topic received this pass
+        self.messages = PassMessages()  # which message each receive of this pass takes
         self.children: list[asyncio.Future[Any]] = []
         self.owned: set[asyncio.Future[Any]] = set()  # tasks whose outcome first() takes
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
@@ -153,12 +154,6 @@ class Execution(Endings):
         n = self._hook_counter
         self._hook_counter += 1
         return f"h{n}.{name}"
-
-    def next_message(self, topic: str) -> int:
-        """How many messages of ``topic`` this pass received before this receive."""
-        n = self._received.get(topic, 0)
-        self._received[topic] = n + 1
-        return n
 
     def next_timer_id(self) -> str:
         n = self._timer_counter
@@ -283,7 +278,7 @@ class Execution(Endings):
             self.position = 0
             self.waiting.clear()
             self.receiving.clear()
-            self._received.clear()
+            self.messages.clear()
             self.children.clear()
             self.owned.clear()
             token = current_execution.set(self)
@@ -381,7 +376,7 @@ class Execution(Endings):
                 suspended[topic] = suspended.get(topic, 0) + 1
         return any(
             # the first of them was to take message number (received - count)
-            len(self.index.messages.get(topic, ())) > self._received.get(topic, 0) - count
+            len(self.index.messages.get(topic, ())) > self.messages.taken(topic) - count
             for topic, count in suspended.items()
         )
 

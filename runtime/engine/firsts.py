@@ -12,7 +12,6 @@ from typing import Any
 
 from ..models import EventType
 from .execution import Execution
-from .replay import ReplayIndex
 from .signals import Suspend
 
 # Inside first(): where each wait notes its id (which event ended it decides the winner).
@@ -107,14 +106,16 @@ async def first_of(
         # Race closed: scored by its earliest, a branch whose first wait ended early won
         # over one that finished before it.
         never = (1 << 62, 0)
-        winner = min(finished, key=lambda i: max(_ends(index, boxes[i]), default=never))
+        winner = min(finished, key=lambda i: max(_ends(execution, boxes[i]), default=never))
         losing = [i for i in range(len(waits)) if i != winner]
         losers = _losers(execution, [boxes[i] for i in losing], [reaches[i] for i in losing])
         # (before the decision is recorded: its closed list joins the index's)
         running = _running_children(execution, [reaches[i] for i in losing])
-        execution.record(
-            EventType.FIRST_DECIDED, {"seq": position, "winner": winner, "closed": losers}
-        )
+        decision: dict[str, Any] = {"seq": position, "winner": winner, "closed": losers}
+        receives = [wait_id for wait_id in losers if execution.messages.took(wait_id)]
+        if receives:
+            decision["receives"] = receives
+        execution.record(EventType.FIRST_DECIDED, decision)
         for child_id in running:
             execution.writes.cancel_child(child_id)
         for wait_id in losers:
@@ -155,8 +156,16 @@ def withdrawn_at_once(execution: Execution, wait_id: str, step_id: str | None = 
     return Suspend(wait_id, step_id)
 
 
-def _ends(index: ReplayIndex, wait_ids: list[str]) -> list[tuple[int, int]]:
-    return [index.completed_at[w] for w in wait_ids if w in index.completed_at]
+def _ends(execution: Execution, wait_ids: list[str]) -> list[tuple[int, int]]:
+    """When each of the waits that ended came to its end: an answer, expiry, timer, child's
+    end, or the message a receive took."""
+    index = execution.index
+    ends = []
+    for wait_id in wait_ids:
+        end = index.completed_at.get(wait_id) or execution.messages.came_at(wait_id, index)
+        if end is not None:
+            ends.append(end)
+    return ends
 
 
 def _losers(execution: Execution, boxes: list[list[str]], reaches: list[list[str]]) -> list[str]:
@@ -192,4 +201,5 @@ def _withdraw(execution: Execution, wait_id: str) -> None:
         execution.writes.close_hook(wait_id, execution.token(wait_id))
     elif wait_id in execution.index.timers:
         execution.writes.cancel_timer(wait_id)
+    execution.messages.give_back(wait_id)
     execution.index.closed.add(wait_id)

@@ -65,7 +65,14 @@ class ReplayIndex:
     completed_at: dict[str, tuple[int, int]] = field(default_factory=dict)
     firsts: dict[int, int] = field(default_factory=dict)  # first() position -> winner
     closed: set[str] = field(default_factory=set)  # waits a first() withdrew
+    # receives a first() withdrew that take no message (decisions since 2026-12-02; before,
+    # a withdrawn receive kept the next message of its topic, and replays of those logs
+    # must still see what their runs saw)
+    untaken: set[str] = field(default_factory=set)
     messages: dict[str, list[Any]] = field(default_factory=dict)  # topic -> payloads
+    # topic -> when each of its messages came (event id), None where undated: a receive's
+    # message can win a first() over a timeout that came later
+    message_at: dict[str, list[tuple[int, int] | None]] = field(default_factory=dict)
     children: dict[int, str] = field(default_factory=dict)  # child() position -> run id
     child_ends: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> end
     # The id of the run's workflow.started: this incarnation of the run id (an id is free
@@ -81,13 +88,21 @@ class ReplayIndex:
         if handler is not None:
             handler(self, data)
         wait = _COMPLETES.get(event_type)
-        if wait is not None and event_id is not None:
-            ms, _, seq = event_id.partition("-")
-            self.completed_at.setdefault(data[wait], (int(ms), int(seq or 0)))
+        if wait is not None:
+            at = None if event_id is None else _stamp(event_id)
+            if wait == _TOPIC:  # a message: which receive it ends, each pass decides
+                self.message_at.setdefault(data["topic"], []).append(at)
+            elif at is not None:
+                self.completed_at.setdefault(data[wait], at)
 
     def add_all(self, events: Sequence[Event]) -> None:
         for event in events:
             self.add(event.type, event.data, event.id)
+
+
+def _stamp(event_id: str) -> tuple[int, int]:
+    ms, _, seq = event_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _call(index: ReplayIndex, data: dict[str, Any], call: Call) -> None:
@@ -176,6 +191,7 @@ def _message_received(index: ReplayIndex, data: dict[str, Any]) -> None:
 def _first_decided(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.firsts[int(data["seq"])] = int(data["winner"])
     index.closed.update(data.get("closed", []))
+    index.untaken.update(data.get("receives", []))
 
 
 def _patch_marked(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -212,10 +228,14 @@ _HANDLERS: dict[str, Callable[[ReplayIndex, dict[str, Any]], None]] = {
     EventType.TAGS_SET: _tags_set,
 }
 
-# Events that end a wait, and the field naming it.
+_TOPIC = "topic"
+
+# Events that end a wait, and the field naming it (a message names its topic: the receive
+# it ends is the one that takes it, ReplayIndex.message_at).
 _COMPLETES: dict[str, str] = {
     EventType.HOOK_RECEIVED: "hook_id",
     EventType.HOOK_EXPIRED: "hook_id",
     EventType.TIMER_FIRED: "timer_id",
     EventType.CHILD_COMPLETED: "child_run_id",
+    EventType.MESSAGE_RECEIVED: _TOPIC,
 }

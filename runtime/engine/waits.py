@@ -205,7 +205,12 @@ def receive(execution: Execution, topic: str) -> Any:
     position, _recorded = execution.check_call("receive", topic)
     wait_id = f"m{position}.{topic}"
     note_wait(wait_id)
-    n = execution.next_message(topic)
+    if wait_id in execution.index.untaken:
+        # Withdrawn by a first() (its timeout came first): it takes no message. Race
+        # closed: counted as one that took a message, it kept the next message sent, which
+        # no later receive of the topic then got.
+        raise execution.suspend_on(wait_id)
+    n = execution.messages.take(topic, wait_id)
     received = execution.index.messages.get(topic, [])
     if n < len(received):
         return received[n]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 import pytest
 
 from runtime import (
@@ -19,6 +20,7 @@ from runtime import (
     step,
     workflow,
 )
+from tests.raw_redis import raw
 
 
 @workflow(name="inbox_wf")
@@ -113,3 +115,127 @@ async def test_receive_times_out_durably(rt: Runtime, worker: Worker) -> None:
     await rt.send(late, "ping", "pong")
     await worker.drain()
     assert await rt.wait(late, timeout=5) == "pong"
+
+
+@workflow(name="nudging_inbox_wf")
+async def nudging_inbox_wf() -> list[object]:
+    """A chat's usual loop: wait for the visitor's message, nudge them after a while of
+    silence, and keep waiting."""
+    got: list[object] = []
+    while len(got) < 2:
+        message = await receive("visitor", timeout="200ms", on_timeout="return")
+        if message is STEP_HOOK_TIMEOUT:
+            got.append("nudged")
+        else:
+            got.append(message)
+    return got
+
+
+async def test_a_message_after_a_timed_out_receive_goes_to_the_next_receive(
+    rt: Runtime, worker: Worker
+) -> None:
+    run_id = await rt.start(nudging_inbox_wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)  # the first receive times out: the run waits in the second
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await rt.send(run_id, "visitor", "hello")  # taken by the receive that waits now
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == ["nudged", "hello"]
+
+
+@workflow(name="nudged_then_two_wf")
+async def nudged_then_two_wf() -> list[object]:
+    first = await receive("visitor", timeout="200ms", on_timeout="return")
+    nudged = "nudged" if first is STEP_HOOK_TIMEOUT else first
+    return [nudged, await receive("visitor"), await receive("visitor")]
+
+
+async def test_messages_after_a_timed_out_receive_are_received_in_the_order_sent(
+    rt: Runtime, worker: Worker
+) -> None:
+    run_id = await rt.start(nudged_then_two_wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.drain()
+    await rt.send(run_id, "visitor", 1)
+    await rt.send(run_id, "visitor", 2)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == ["nudged", 1, 2]
+
+
+@workflow(name="nudged_once_wf")
+async def nudged_once_wf() -> list[object]:
+    first = await receive("visitor", timeout="200ms", on_timeout="return")
+    if first is not STEP_HOOK_TIMEOUT:
+        return [first]
+    return ["nudged", await receive("visitor")]
+
+
+async def test_a_message_that_came_just_after_the_timeout_goes_to_the_next_receive(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The timer fired, then the message came, and both are in the log when the run is
+    replayed: the timeout wins, and the receive that follows takes the message at once."""
+    run_id = await rt.start(nudged_once_wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.fire_due()  # the timer fires; no worker has run the run since
+    await rt.send(run_id, "visitor", "hello")
+    assert await _ends_in_log(rt, run_id) == ["timer.fired", "message.received"]
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == ["nudged", "hello"]
+
+
+async def test_a_message_that_came_just_before_the_timeout_wins_over_it(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The message came, then the timer fired, before any worker replayed the run: the
+    first to come wins, as for a hook's answer."""
+    run_id = await rt.start(nudged_once_wf)
+    await worker.drain()
+    await rt.send(run_id, "visitor", "hello")
+    await asyncio.sleep(0.3)
+    await worker.fire_due()
+    assert await _ends_in_log(rt, run_id) == ["message.received", "timer.fired"]
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == ["hello"]
+
+
+async def _ends_in_log(rt: Runtime, run_id: str) -> list[str]:
+    """The run's log's events that end a wait, in the order they came."""
+    ends = {"timer.fired", "message.received"}
+    return [e.type for e in await rt.events(run_id) if e.type in ends]
+
+
+async def test_a_log_decided_before_withdrawn_receives_took_none_replays_as_it_ran(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A decision recorded by the code before this fix (no ``receives`` in it): its
+    withdrawn receive still counts as the one that took the first message, as when the
+    run's later receives returned what they did."""
+    run_id = await rt.start(nudged_then_two_wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.drain()
+    decided = [e for e in await rt.events(run_id) if e.type == "first.decided"]
+    assert [e.data.get("receives") for e in decided] == [["m1.visitor"]]
+    await _as_decided_before_the_fix(rt, run_id)
+    for n in (1, 2, 3):
+        await rt.send(run_id, "visitor", n)
+    await Worker(rt).drain()  # a worker that did not keep the run's index
+    assert await rt.wait(run_id, timeout=5) == ["nudged", 2, 3]
+
+
+async def _as_decided_before_the_fix(rt: Runtime, run_id: str) -> None:
+    """Rewrite the run's log, ids kept, with its decisions as the code before this fix
+    recorded them: without the ``receives`` that take no message."""
+    client, key = raw(rt).client, raw(rt).run_keys(run_id).events
+    entries = await client.xrange(key)
+    await client.delete(key)
+    for event_id, fields in entries:
+        if fields[b"t"] == b"first.decided":
+            data = orjson.loads(fields[b"d"])
+            data.pop("receives")
+            fields[b"d"] = orjson.dumps(data)
+        await client.xadd(key, fields, id=event_id)

@@ -28,7 +28,9 @@ FIELDS = (
     "completed_at",
     "firsts",
     "closed",
+    "untaken",
     "messages",
+    "message_at",
     "step_patches",
     "children",
     "child_ends",
@@ -389,6 +391,14 @@ def test_first_decided_records_the_winner_and_the_withdrawn_waits() -> None:
     assert _only_changed(index) == {"firsts", "closed"}
 
 
+def test_a_decision_names_the_withdrawn_receives_that_take_no_message() -> None:
+    index = ReplayIndex()
+    decision = {"seq": 0, "winner": 1, "closed": ["m0.visitor"], "receives": ["m0.visitor"]}
+    index.add(EventType.FIRST_DECIDED, decision)
+    assert index.closed == {"m0.visitor"} and index.untaken == {"m0.visitor"}
+    assert _only_changed(index) == {"firsts", "closed", "untaken"}
+
+
 def test_the_end_of_a_wait_is_dated_by_its_event_id() -> None:
     index = ReplayIndex()
     index.add_all(
@@ -409,11 +419,13 @@ def test_the_end_of_a_wait_is_dated_by_its_event_id() -> None:
 
 def test_messages_are_kept_by_topic_in_order() -> None:
     index = ReplayIndex()
-    index.add(EventType.MESSAGE_RECEIVED, {"topic": "order", "payload": 1})
-    index.add(EventType.MESSAGE_RECEIVED, {"topic": "other", "payload": "x"})
-    index.add(EventType.MESSAGE_RECEIVED, {"topic": "order", "payload": 2})
+    index.add(EventType.MESSAGE_RECEIVED, {"topic": "order", "payload": 1}, "7-0")
+    index.add(EventType.MESSAGE_RECEIVED, {"topic": "other", "payload": "x"}, "7-1")
+    index.add(EventType.MESSAGE_RECEIVED, {"topic": "order", "payload": 2})  # undated
     assert index.messages == {"order": [1, 2], "other": ["x"]}
-    assert _only_changed(index) == {"messages"}
+    # when each came, by topic and in the same order (a receive's message can win a first())
+    assert index.message_at == {"order": [(7, 0), None], "other": [(7, 1)]}
+    assert _only_changed(index) == {"messages", "message_at"}
 
 
 def test_a_step_start_records_the_patches_its_code_knew() -> None:
