@@ -36,6 +36,13 @@ def note_wait(wait_id: str) -> None:
         reach.append(wait_id)
 
 
+def note_reach(wait_id: str) -> None:
+    """A wait that does not decide when its branch finished (a step's retry backoff) but
+    ends with the branch: withdrawn if the branch loses."""
+    for reach in _reaches.get():
+        reach.append(wait_id)
+
+
 def join_first(execution: Execution, wait_id: str) -> None:
     """A hook or timer just created by a bare branch of a first() joins its group in the
     same write, before anyone can answer it or it can fire."""

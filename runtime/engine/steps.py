@@ -14,6 +14,7 @@ from ..models import EventType
 from ..registry import StepOptions
 from .execution import Execution, current_execution, current_step
 from .failures import describe_error, outage
+from .firsts import in_a_losing_branch, note_reach, withdrawn_at_once
 from .signals import Abort, ReplayEnded, StepScope, Suspend
 
 # Failures that re-running cannot fix: retrying would only burn attempts.
@@ -44,11 +45,15 @@ async def call_step(
     failures = index.failures.get(step_id, [])
     if failures and failures[-1].final:
         raise _step_failed(execution, step_id, failures[-1].error)
+    if in_a_losing_branch(execution):
+        # Nothing will read its result: it is not executed again at each resume of the run
+        # (a step_hook step's body up to its hook, another attempt of a failing step).
+        raise withdrawn_at_once(execution, step_id)
     if execution.dry_run:
         raise ReplayEnded(f"step {step_id!r} has no recorded result (its body is not run)")
     attempt = len(failures)
     if failures and failures[-1].timer_id and failures[-1].timer_id not in index.fired:
-        raise execution.suspend_on(failures[-1].timer_id)  # still backing off
+        raise _backing_off(execution, failures[-1].timer_id)
 
     while True:
         if execution.flush_before_step:
@@ -164,7 +169,15 @@ async def _record_failure(
         },
     )
     execution.writes.schedule_timer(timer_id, due)
-    raise execution.suspend_on(timer_id)
+    raise _backing_off(execution, timer_id)
+
+
+def _backing_off(execution: Execution, timer_id: str) -> Suspend:
+    """The suspension of a step waiting for its next attempt. Inside a first(), its timer
+    ends with the branch: cancelled if the branch loses (it does not score the branch: the
+    step's success, not the timer, finishes it)."""
+    note_reach(timer_id)
+    return execution.suspend_on(timer_id)
 
 
 def _step_failed(execution: Execution, step_id: str, error: dict[str, Any]) -> StepFailed:

@@ -6,11 +6,24 @@ unchanged by a first() nested in it. Each case was found by review."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import pytest
 
-from runtime import RunStatus, Runtime, Worker, child, first, hook, receive, sleep, step, workflow
+from runtime import (
+    RunStatus,
+    Runtime,
+    Worker,
+    child,
+    first,
+    hook,
+    receive,
+    sleep,
+    step,
+    step_hook,
+    workflow,
+)
 from tests.apps import children_app  # noqa: F401  (registers the workflows)
 
 
@@ -271,3 +284,75 @@ async def test_a_restart_after_a_first_does_not_start_its_losing_child_again(
     await rt.resume_hook(question.token, "done")
     await worker.drain()
     assert await rt.wait(again, timeout=5) == [1, "after", "done"]
+
+
+step_bodies: Counter[str] = Counter()
+
+
+@step
+async def _ask_in_a_step() -> Any:
+    step_bodies["ask"] += 1  # e.g. an agent's model call before it asks
+    return await step_hook("detail")
+
+
+@workflow(name="losing_step_hook_wf")
+async def losing_step_hook_wf() -> int:
+    which, _ = await first(_ask_in_a_step(), hook("shortcut"))
+    await hook("later1")
+    await hook("later2")
+    return which
+
+
+async def test_a_losing_branchs_step_does_not_run_its_body_again_on_each_resume(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The step asked, the other branch won: nothing reads the step's result any more, so
+    the parent's later resumes do not execute it again (its body ran once to ask, and once
+    in the pass that decided)."""
+    step_bodies.clear()
+    run_id = await rt.start(losing_step_hook_wf)
+    await worker.drain()
+    await answer(rt, "shortcut", "go")
+    await worker.drain()
+    assert step_bodies["ask"] == 2
+    for name in ("later1", "later2"):
+        await answer(rt, name, "ok")
+        await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 1
+    assert step_bodies["ask"] == 2
+
+
+@step(retries=5, retry_delay=0.3, backoff=1.0)
+async def _flaky() -> str:
+    step_bodies["flaky"] += 1
+    raise RuntimeError("the service is down")
+
+
+@workflow(name="losing_retries_wf")
+async def losing_retries_wf() -> int:
+    which, _ = await first(_flaky(), hook("shortcut"))
+    await hook("later")
+    return which
+
+
+async def test_a_losing_branchs_step_stops_retrying_with_the_decision(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The step failed and backs off; the other branch wins: its retry timer is cancelled
+    with the decision, and it is not attempted again."""
+    step_bodies.clear()
+    run_id = await rt.start(losing_retries_wf)
+    await worker.drain()
+    assert step_bodies["flaky"] == 1  # failed, backing off
+    await answer(rt, "shortcut", "go")
+    await worker.drain()
+    assert await worker.fire_due() is None  # the retry timer went with the decision
+    await asyncio.sleep(1.0)  # past several backoffs
+    await worker.drain()
+    assert step_bodies["flaky"] == 1
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    assert [h.name for h in await rt.list_hooks(run_id=run_id)] == ["later"]
+    await answer(rt, "later", "ok")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 1
+    assert step_bodies["flaky"] == 1
