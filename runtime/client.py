@@ -189,7 +189,7 @@ class Runtime(AnswerCalls, OperatorCalls):
         if run_id is not None and idempotency_key is not None:
             raise UsageError("give a run id or an idempotency key, not both")
         checked = check_tags(tags, run_id=run_id) if tags else None
-        started: dict[str, Any] = {"args": list(args)}
+        started: dict[str, Any] = {"args": list(args), "scoped": 1}
         if kwargs:
             started["kwargs"] = kwargs
         if checked:

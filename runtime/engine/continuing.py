@@ -17,7 +17,7 @@ def successor_input(
 ) -> tuple[bytes, bytes | None]:
     """The successor's workflow.started data (its arguments, the run's current tags) and
     its tags as the store indexes them (None: untagged)."""
-    started: dict[str, Any] = {"args": list(signal.args_)}
+    started: dict[str, Any] = {"args": list(signal.args_), "scoped": 1}
     if signal.kwargs:
         started["kwargs"] = signal.kwargs
     if tags:

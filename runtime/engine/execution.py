@@ -10,6 +10,7 @@ after a recorded step result), so a HITL lifecycle costs a handful of round trip
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Sequence
 from contextvars import ContextVar
@@ -32,6 +33,7 @@ from .failures import outage
 from .messages import PassMessages
 from .replay import Call, ReplayIndex
 from .replay_cache import CachedReplay
+from .scopes import CallScope, Position, current_scope
 from .signals import (
     Abort,
     Blocked,
@@ -54,6 +56,23 @@ def _adopt(task: asyncio.Future[Any]) -> None:
     execution = current_execution.get()
     if execution is not None:
         execution.children.append(task)
+
+
+def _scope_task(context: contextvars.Context) -> contextvars.Context:
+    """A task the workflow creates (not a step's: a step's calls are not the log's) numbers
+    its durable calls in a scope of its own, in runs recorded that way (engine/scopes.py)."""
+    execution = context.get(current_execution)
+    parent = context.get(current_scope)
+    if (
+        execution is None
+        or parent is None
+        or not execution.index.scoped
+        or context.get(current_step) is not None
+    ):
+        return context
+    context = context.copy()  # (a context given by the creator stays as it was)
+    context.run(current_scope.set, parent.child())
+    return context
 
 
 class Execution(Endings):
@@ -125,7 +144,7 @@ class Execution(Endings):
         self.steps_begun_here: set[str] = set()
         # A dry replay (``parley replay``) stops where the recorded history ends.
         self.dry_run = dry_run
-        self.position = 0
+        self.scope = CallScope()  # the workflow body's task's, anew each pass
         # Waits that raised Suspend in this pass (wait id -> its step id): all of them are
         # recorded when the run suspends (parallel waits suspend together).
         self.waiting: dict[str, str | None] = {}
@@ -137,28 +156,23 @@ class Execution(Endings):
         self.writes = Writes()
         self.refused = False  # the last suspension was refused: events had arrived
         self.flush_before_step = False
-        self._step_counters: dict[str, int] = {}
-        self._hook_counter = 0
-        self._timer_counter = 0
 
     def __repr__(self) -> str:
         return f"<Execution {self.run_id} fence={self.fence}>"
 
     # ids -----------------------------------------------------------------------------
+    def current_scope(self) -> CallScope:
+        """The scope of the task making a durable call now."""
+        return current_scope.get() or self.scope
+
     def next_step_id(self, name: str) -> str:
-        n = self._step_counters.get(name, 0)
-        self._step_counters[name] = n + 1
-        return f"{name}-{n}"
+        return self.current_scope().step_id(name)
 
     def next_workflow_hook_id(self, name: str) -> str:
-        n = self._hook_counter
-        self._hook_counter += 1
-        return f"h{n}.{name}"
+        return self.current_scope().hook_id(name)
 
     def next_timer_id(self) -> str:
-        n = self._timer_counter
-        self._timer_counter += 1
-        return f"t{n}"
+        return self.current_scope().timer_id()
 
     def token(self, hook_id: str) -> str:
         return make_token(self.run_id, hook_id)
@@ -209,12 +223,11 @@ class Execution(Endings):
     # replay checks -------------------------------------------------------------------
     def check_call(
         self, kind: str, name: str = "", digest: str | None = None
-    ) -> tuple[int, Call | None]:
-        """Take the next position of the workflow body's durable calls. Returns it with the
+    ) -> tuple[Position, Call | None]:
+        """Take the next position of the running task's durable calls. Returns it with the
         call the log recorded there (it must be this one, else the run is blocked), or with
         None when the log has nothing there (new work)."""
-        position = self.position
-        self.position += 1
+        position = self.current_scope().next_position()
         recorded = self.index.calls.get(position)
         if recorded is None:
             if self.dry_run:
@@ -233,11 +246,12 @@ class Execution(Endings):
         always the first recorded, is in the index and was not recorded here)."""
         return (step_id, 0) in self.index.started and step_id not in self.steps_begun_here
 
-    def passed(self, position: int) -> bool:
-        """Whether the log recorded calls at or after ``position`` (the run went past it)."""
-        return any(seq >= position for seq in self.index.calls)
+    def went_past(self) -> bool:
+        """Whether the log recorded calls at or after the running task's next call (the run
+        went past this point of its code)."""
+        return self.current_scope().went_past(self.index.calls)
 
-    def block(self, position: str | int, recorded: str, now: str) -> None:
+    def block(self, position: Position, recorded: str, now: str) -> None:
         raise Blocked(
             NondeterminismError(
                 f"at position {position} the log recorded {recorded}, the code now calls {now}",
@@ -270,18 +284,16 @@ class Execution(Endings):
         # The tasks a workflow creates (gather of steps and waits) are its execution's: it
         # waits for them before it suspends or ends, so a step still running in one branch
         # records its result, and nothing of the run goes on after it.
-        track_tasks(asyncio.get_running_loop(), _adopt)
+        track_tasks(asyncio.get_running_loop(), _adopt, _scope_task)
         while True:
-            self._step_counters.clear()
-            self._hook_counter = 0
-            self._timer_counter = 0
-            self.position = 0
+            self.scope = CallScope()
             self.waiting.clear()
             self.receiving.clear()
             self.messages.clear()
             self.children.clear()
             self.owned.clear()
             token = current_execution.set(self)
+            scope_token = current_scope.set(self.scope)
             try:
                 try:
                     result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
@@ -319,6 +331,7 @@ class Execution(Endings):
                 await self.finish_failed(exc)
                 return
             finally:
+                current_scope.reset(scope_token)
                 current_execution.reset(token)
             await self._finish_completed(result)
             return

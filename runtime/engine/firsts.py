@@ -12,6 +12,7 @@ from typing import Any
 
 from ..models import EventType
 from .execution import Execution
+from .scopes import Position
 from .signals import Suspend
 
 # Inside first(): where each wait notes its id (which event ended it decides the winner).
@@ -24,7 +25,7 @@ _reaches: ContextVar[tuple[list[str], ...]] = ContextVar("parley_reaches", defau
 _first_group: ContextVar[str | None] = ContextVar("parley_first_group", default=None)
 # The branches of first() the running code is inside, outermost first: (the first()'s
 # position, the branch's index).
-_branches: ContextVar[tuple[tuple[int, int], ...]] = ContextVar("parley_branches", default=())
+_branches: ContextVar[tuple[tuple[Position, int], ...]] = ContextVar("parley_branches", default=())
 
 
 def note_wait(wait_id: str) -> None:
@@ -138,7 +139,7 @@ async def _in_box(
     box: list[str],
     reach: list[str],
     group: str | None,
-    branch: tuple[int, int],
+    branch: tuple[Position, int],
 ) -> Any:
     _wait_box.set(box)
     _reaches.set((*_reaches.get(), reach))

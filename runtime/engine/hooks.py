@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ..models import EventType
 from ..store import HookSpec
 from .execution import Execution
+from .scopes import Position
 
 OnCreated = Callable[[str], Awaitable[None] | None]
 
@@ -74,7 +75,7 @@ def create_hook(
     name: str,
     hook_id: str,
     step_id: str | None,
-    seq: int | None,
+    seq: Position | None,
     expires_at_ms: int | None,
     schema: dict[str, Any] | None,
     prompt: str | None,

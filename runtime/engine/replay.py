@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models import Event, EventType
+from .scopes import Position, position_of
 
 
 @dataclass(slots=True)
@@ -56,14 +57,14 @@ class ReplayIndex:
     timers: dict[str, int] = field(default_factory=dict)  # timer id -> due ms
     fired: set[str] = field(default_factory=set)
     # The workflow body's durable calls by position (see Execution.check_call).
-    calls: dict[int, Call] = field(default_factory=dict)
+    calls: dict[Position, Call] = field(default_factory=dict)
     step_waits: dict[str, str] = field(default_factory=dict)  # step id -> its last wait
     patches: set[tuple[str, str | None]] = field(default_factory=set)  # (patch, step id)
     # the patch ids the code that began each step knew (step.started)
     step_patches: dict[str, frozenset[str]] = field(default_factory=dict)
     # When each answer, expiry or timer came (its event id: their order decides a first()).
     completed_at: dict[str, tuple[int, int]] = field(default_factory=dict)
-    firsts: dict[int, int] = field(default_factory=dict)  # first() position -> winner
+    firsts: dict[Position, int] = field(default_factory=dict)  # first() position -> winner
     closed: set[str] = field(default_factory=set)  # waits a first() withdrew
     # receives a first() withdrew that take no message (decisions since 2026-12-02; before,
     # a withdrawn receive kept the next message of its topic, and replays of those logs
@@ -73,11 +74,15 @@ class ReplayIndex:
     # topic -> when each of its messages came (event id), None where undated: a receive's
     # message can win a first() over a timeout that came later
     message_at: dict[str, list[tuple[int, int] | None]] = field(default_factory=dict)
-    children: dict[int, str] = field(default_factory=dict)  # child() position -> run id
+    children: dict[Position, str] = field(default_factory=dict)  # child() position -> run id
     child_ends: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> end
     # The id of the run's workflow.started: this incarnation of the run id (an id is free
     # again once its run expired), which the ids of its children and successor derive from.
     origin: str = ""
+    # Whether each task of the workflow numbers its own durable calls (engine/scopes.py):
+    # runs started since 2026-12-02; the log of one started before numbered them in one
+    # sequence across its tasks, and replays it that way.
+    scoped: bool = False
 
     def add(
         self, event_type: EventType | str, data: dict[str, Any], event_id: str | None = None
@@ -108,13 +113,14 @@ def _stamp(event_id: str) -> tuple[int, int]:
 def _call(index: ReplayIndex, data: dict[str, Any], call: Call) -> None:
     # Logs written before positions were recorded: calls in log order.
     seq = data.get("seq")
-    index.calls[len(index.calls) if seq is None else int(seq)] = call
+    index.calls[len(index.calls) if seq is None else position_of(seq)] = call
 
 
 def _started(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.args = list(data.get("args", []))
     index.kwargs = dict(data.get("kwargs", {}))
     index.tags = dict(data.get("tags", {}))
+    index.scoped = bool(data.get("scoped"))
 
 
 def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -177,7 +183,7 @@ def _value_recorded(index: ReplayIndex, data: dict[str, Any]) -> None:
 
 
 def _child_started(index: ReplayIndex, data: dict[str, Any]) -> None:
-    index.children[int(data["seq"])] = data["child_run_id"]
+    index.children[position_of(data["seq"])] = data["child_run_id"]
 
 
 def _child_completed(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -189,7 +195,7 @@ def _message_received(index: ReplayIndex, data: dict[str, Any]) -> None:
 
 
 def _first_decided(index: ReplayIndex, data: dict[str, Any]) -> None:
-    index.firsts[int(data["seq"])] = int(data["winner"])
+    index.firsts[position_of(data["seq"])] = int(data["winner"])
     index.closed.update(data.get("closed", []))
     index.untaken.update(data.get("receives", []))
 
@@ -200,6 +206,7 @@ def _patch_marked(index: ReplayIndex, data: dict[str, Any]) -> None:
 
 def _tags_set(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.tags = dict(data.get("tags", {}))
+    index.scoped = bool(data.get("scoped"))
     _call(index, data, Call("set_tags", "", data.get("digest")))
 
 

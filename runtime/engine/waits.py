@@ -15,6 +15,7 @@ from ..models import EventType
 from .execution import READ_SUFFIX, Execution
 from .firsts import in_a_losing_branch, join_first, note_wait, withdrawn_at_once
 from .hooks import OnCreated, ask, ask_again, create_hook
+from .scopes import Position
 from .signals import Abort, ReplayEnded, StepScope
 from .steps import check_step_waits
 
@@ -59,7 +60,7 @@ async def wait_for_hook(
     index = execution.index
     note_wait(hook_id)
     step_id = None if scope is None else scope.step_id
-    seq: int | None = None
+    seq: Position | None = None
     if scope is None:
         seq, _recorded = execution.check_call("hook", name)
     if hook_id in index.received or hook_id in index.expired:

@@ -72,7 +72,7 @@ class Store(Protocol):
         the runs are linked (``restarted_from`` / ``restarted_as``) and the new run gets
         ``tags`` (indexed); False when a run of that id exists."""
 
-    def child_run_id(self, parent_run_id: str, origin: str, position: int) -> str:
+    def child_run_id(self, parent_run_id: str, origin: str, position: int | str) -> str:
         """The id of the child a run starts at ``position``: the same on every replay, next
         to the parent (so the child's end reaches the parent's log in one step). ``origin``
         (the id of the run's workflow.started) tells this run from an earlier one of the

@@ -49,7 +49,7 @@ def patched(patch_id: str) -> bool:
     if (patch_id, step_id) in execution.index.patches:
         return True
     if scope is None:
-        if execution.passed(execution.position):
+        if execution.went_past():
             return False
     elif execution.begun_before(scope.step_id):
         return patch_id in execution.index.step_patches.get(scope.step_id, frozenset())

@@ -174,7 +174,9 @@ async def child(workflow: str | Callable[..., Any], /, *args: Any, **kwargs: Any
         raise UsageError("child() is for the workflow body", run_id=execution.run_id)
     name = get_workflow(workflow).name if callable(workflow) else check_name(workflow, "workflow")
     started = encode_value(
-        {"args": list(args), "kwargs": kwargs} if kwargs else {"args": list(args)},
+        {"args": list(args), "kwargs": kwargs, "scoped": 1}
+        if kwargs
+        else {"args": list(args), "scoped": 1},
         what="child workflow input",
         limit=execution.limits.max_payload_bytes,
         run_id=execution.run_id,

@@ -78,7 +78,8 @@ async def test_parallel_waits_suspend_together_and_complete_once(
     await worker.drain()
     events = await rt.events(run_id)
     waits = sorted(e.data["wait"] for e in events if e.type.endswith(".suspended"))
-    assert waits == ["ask-0.legal.0", "ask-1.finance.0", "h0.boss"]  # one suspension each
+    # one suspension each; each gathered task numbers its own calls (engine/scopes.py)
+    assert waits == ["0_0.ask-0.legal.0", "0_1.ask-0.finance.0", "0_2.h0.boss"]
     for i, name in enumerate(order):
         await answer(rt, run_id, name, name.upper())
         await worker.drain()
@@ -139,7 +140,7 @@ async def test_when_two_finished_the_first_recorded_wins_on_every_replay(
     await asyncio.sleep(0.15)
     await raw(rt).fire_due(limit=10)  # both fire in one pass, the one due first first
     fired = [e.data["timer_id"] for e in await rt.events(run_id) if e.type == "timer.fired"]
-    assert fired == ["t1", "t0"]
+    assert fired == ["1_1.t0", "1_0.t0"]  # the second branch's timer, then the first's
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == [1, None]
 

@@ -121,7 +121,7 @@ async def test_a_receive_that_got_its_message_is_not_closed(rt: Runtime, worker:
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == 0
     [decided] = [e.data for e in await rt.events(run_id) if e.type == "first.decided"]
-    assert decided["closed"] == ["h0.h"]
+    assert decided["closed"] == ["1_1.h0.h"]  # the second branch's hook alone
 
 
 async def _ask_and_listen() -> Any:

@@ -219,7 +219,7 @@ async def test_a_log_decided_before_withdrawn_receives_took_none_replays_as_it_r
     await asyncio.sleep(0.3)
     await worker.drain()
     decided = [e for e in await rt.events(run_id) if e.type == "first.decided"]
-    assert [e.data.get("receives") for e in decided] == [["m1.visitor"]]
+    assert [e.data.get("receives") for e in decided] == [["m1_0.0.visitor"]]
     await _as_decided_before_the_fix(rt, run_id)
     for n in (1, 2, 3):
         await rt.send(run_id, "visitor", n)

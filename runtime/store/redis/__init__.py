@@ -219,7 +219,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         )
         return bool(created)
 
-    def child_run_id(self, parent_run_id: str, origin: str, position: int) -> str:
+    def child_run_id(self, parent_run_id: str, origin: str, position: int | str) -> str:
         return self._derived_id(parent_run_id, origin, f"child\x00{position}")
 
     def continued_run_id(self, run_id: str, origin: str) -> str:

@@ -160,7 +160,12 @@ class Batcher:
 
     async def call(self, script: Script, keys: Sequence[str], args: Sequence[Arg | Packed]) -> Any:
         if not self.pipelined:
-            return await self._direct(script, keys, args)
+            # In an empty context of its own, as a batch's send is: the tasks the client
+            # makes on its way (a timeout's) are the store's, not tasks of the workflow
+            # whose call this is (engine/scopes.py numbers those).
+            return await asyncio.get_running_loop().create_task(
+                self._direct(script, keys, args), context=contextvars.Context()
+            )
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append((script, keys, args, future))
         if len(self._queue) == 1:

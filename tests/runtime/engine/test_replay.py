@@ -36,6 +36,7 @@ FIELDS = (
     "child_ends",
     "tags",
     "origin",
+    "scoped",
 )
 
 
@@ -76,6 +77,15 @@ def test_workflow_started_sets_args_and_kwargs() -> None:
     assert index.args == [1, "two"]
     assert index.kwargs == {"x": 3}
     assert _only_changed(index) == {"args", "kwargs"}
+
+
+def test_workflow_started_says_whether_tasks_number_their_own_calls() -> None:
+    index = ReplayIndex()
+    index.add(EventType.WORKFLOW_STARTED, {"args": [], "scoped": 1})
+    assert index.scoped is True
+    assert _only_changed(index) == {"scoped"}
+    index.add(EventType.WORKFLOW_STARTED, {"args": []})  # a run started before 2026-12-02
+    assert index.scoped is False
 
 
 def test_the_origin_is_the_id_of_workflow_started() -> None:
