@@ -153,3 +153,25 @@ async def _as_started_before_per_task_numbering(rt: Runtime, run_id: str) -> Non
     del data["scoped"]
     await client.delete(key)
     await client.xadd(key, {b"t": fields[b"t"], b"d": orjson.dumps(data)}, id=event_id)
+
+
+@workflow(name="answered_on_both_sides_wf")
+async def answered_on_both_sides_wf() -> list[Any]:
+    which, value = await first(_two_hooks("x1", "y"), hook("b"))
+    return [which, value, await hook("after")]
+
+
+async def test_answers_to_both_branches_of_a_first_before_it_is_decided_do_not_block_it(
+    rt: Runtime, worker: Worker
+) -> None:
+    """x1 (the sequential branch's first hook) and b are both answered before any worker
+    replays the run: the pass that decides goes past x1 to ask y while b's branch has
+    finished; b wins, and the replays after it find every call where the log has it."""
+    run_id = await rt.start(answered_on_both_sides_wf)
+    await worker.drain()
+    await answer(rt, run_id, "x1", 1)
+    await answer(rt, run_id, "b", 2)
+    await worker.drain()
+    assert [h.name for h in await rt.list_hooks(run_id=run_id)] == ["after"]
+    await answer_in_turn(worker, run_id, ("after", 3))
+    assert await rt.wait(run_id, timeout=5) == [1, 2, 3]
