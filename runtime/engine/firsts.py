@@ -37,6 +37,19 @@ def note_wait(wait_id: str) -> None:
         reach.append(wait_id)
 
 
+# In a branch's box after its waits: the branch reached a step since its last wait, so it
+# finished in the pass that ran it, after every end the log holds (no wait id is empty).
+_WORKED = ""
+
+
+def note_work() -> None:
+    """A step calls this as it is reached: inside a first(), its branch is not finished
+    when its last wait ended, but when the step (and what follows) is done."""
+    box = _wait_box.get()
+    if box is not None and (not box or box[-1] != _WORKED):
+        box.append(_WORKED)
+
+
 def note_reach(wait_id: str) -> None:
     """A wait that does not decide when its branch finished (a step's retry backoff) but
     ends with the branch: withdrawn if the branch loses."""
@@ -110,11 +123,12 @@ async def first_of(
                 execution.writes.first_group(group)
             raise next(iter(pending.values()))  # the run waits on all of them
         # A branch finished with the last of its waits to end (a sequential branch's last,
-        # a gather's slowest); one that ended without a recorded wait ranks after them all.
-        # Race closed: scored by its earliest, a branch whose first wait ended early won
-        # over one that finished before it.
-        never = (1 << 62, 0)
-        winner = min(finished, key=lambda i: max(_ends(execution, boxes[i]), default=never))
+        # a gather's slowest); one that ended without a recorded wait, or with a step after
+        # its last, finished in this pass: after every end the log holds. Races closed:
+        # scored by its earliest, a branch whose first wait ended early won over one that
+        # finished before it; scored by its last wait, a branch that then ran a step won
+        # over an answer the log holds from before the step was done (accepted, never used).
+        winner = min(finished, key=lambda i: _finished_at(execution, boxes[i]))
         losing = [i for i in range(len(waits)) if i != winner]
         losers = _losers(execution, [boxes[i] for i in losing], [reaches[i] for i in losing])
         # (before the decision is recorded: its closed list joins the index's)
@@ -164,6 +178,16 @@ def withdrawn_at_once(execution: Execution, wait_id: str, step_id: str | None = 
     return Suspend(wait_id, step_id)
 
 
+_NEVER = (1 << 62, 0)  # after every event id
+
+
+def _finished_at(execution: Execution, box: list[str]) -> tuple[int, int]:
+    """When a finished branch finished, by the log's order (see first_of)."""
+    if box and box[-1] == _WORKED:
+        return _NEVER
+    return max(_ends(execution, box), default=_NEVER)
+
+
 def _ends(execution: Execution, wait_ids: list[str]) -> list[tuple[int, int]]:
     """When each of the waits that ended came to its end: an answer, expiry, timer, child's
     end, or the message a receive took."""
@@ -180,7 +204,7 @@ def _losers(execution: Execution, boxes: list[list[str]], reaches: list[list[str
     """The waits the losing branches leave: each branch's last, and any other started inside
     it that is suspended in this pass (gathered in it, or a nested first()'s)."""
     closed = execution.index.closed
-    losers = [box[-1] for box in boxes if box]
+    losers = [waits[-1] for waits in ([w for w in box if w != _WORKED] for box in boxes) if waits]
     for reach in reaches:
         for wait_id in reach:
             if wait_id in execution.waiting and wait_id not in closed and wait_id not in losers:

@@ -14,7 +14,7 @@ from ..models import EventType
 from ..registry import StepOptions
 from .execution import Execution, current_execution, current_step
 from .failures import describe_error, outage
-from .firsts import in_a_losing_branch, note_reach, withdrawn_at_once
+from .firsts import in_a_losing_branch, note_reach, note_work, withdrawn_at_once
 from .signals import Abort, ReplayEnded, StepScope, Suspend
 
 # Failures that re-running cannot fix: retrying would only burn attempts.
@@ -37,6 +37,7 @@ async def call_step(
             run_id=execution.run_id,
         )
     digest = args_digest(args, kwargs)
+    note_work()
     position, _recorded = execution.check_call("step", options.name, digest)
     step_id = execution.next_step_id(options.name)
     index = execution.index

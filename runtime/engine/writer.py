@@ -134,6 +134,15 @@ class Writer:
             ) from None
         if applied.outcome is ApplyOutcome.LOST:
             raise Abort(LeaseLost("another worker or a cancel took over", run_id=self.run_id))
+        if applied.outcome is ApplyOutcome.STALE:
+            # Nothing was written, and this execution's index holds a decision the log
+            # will not: start over from the log, where the answer that came decides.
+            raise Abort(
+                Interrupted(
+                    "an answer came in while a first() was decided; the run restarts from its log",
+                    run_id=self.run_id,
+                )
+            )
         if applied.outcome is ApplyOutcome.LIMIT:
             raise EventLimitExceeded(
                 f"the run reached its limit of {self.limits.max_events} events",

@@ -83,6 +83,9 @@ class ApplyOutcome(enum.StrEnum):
     REFUSED = "refused"  # written, but the suspension was refused: events arrived
     LOST = "lost"  # the fence moved (another worker or a cancel): nothing written
     LIMIT = "limit"  # the run would exceed its event limit: nothing written
+    # a first() was decided without an answer or expiry that came in meanwhile (it closes
+    # that hook): nothing written
+    STALE = "stale"
 
 
 class Applied(NamedTuple):

@@ -356,3 +356,69 @@ async def test_a_losing_branchs_step_stops_retrying_with_the_decision(
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == 1
     assert step_bodies["flaky"] == 1
+
+
+runtime_of_the_test: list[Runtime] = []
+
+
+@step
+async def _answers_the_other_branch() -> str:
+    # a person answers the other branch's hook while this step still works: after the
+    # worker read the run's log, before the first() is decided and written
+    rt = runtime_of_the_test[0]
+    for other in await rt.list_hooks():
+        if other.name == "stop":
+            assert await rt.resume_hook(other.token, "stop now") is True
+    return "done"
+
+
+async def _works_then_answers() -> str:
+    await hook("go")
+    return await _answers_the_other_branch()
+
+
+@workflow(name="answered_while_deciding_wf")
+async def answered_while_deciding_wf() -> list[Any]:
+    return list(await first(_works_then_answers(), hook("stop")))
+
+
+async def test_an_answer_that_came_while_a_first_was_decided_is_the_one_used(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The answer was accepted before the decision was written, so it is in the log first:
+    it wins (the execution that decided without it starts again from the log), not
+    accepted and then never used."""
+    runtime_of_the_test[:] = [rt]
+    run_id = await rt.start(answered_while_deciding_wf)
+    await worker.drain()
+    await answer(rt, "go", 1)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [1, "stop now"]
+
+
+@step
+async def _work() -> str:
+    return "done"
+
+
+async def _answer_then_work() -> str:
+    await hook("go")
+    return await _work()
+
+
+@workflow(name="work_after_an_answer_wf")
+async def work_after_an_answer_wf() -> list[Any]:
+    return list(await first(_answer_then_work(), hook("stop")))
+
+
+async def test_a_branch_that_works_after_its_answer_finishes_when_the_work_is_done(
+    rt: Runtime, worker: Worker
+) -> None:
+    """go, then stop are answered before any worker replays the run: go's branch still had
+    its step to run, so stop, in the log before that step was done, finished first."""
+    run_id = await rt.start(work_after_an_answer_wf)
+    await worker.drain()
+    await answer(rt, "go", 1)
+    await answer(rt, "stop", "stop now")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [1, "stop now"]

@@ -226,6 +226,8 @@ class ExecutionStore(CompactionStore):
             return Applied(ApplyOutcome.LOST)
         if kind == b"limit":
             return Applied(ApplyOutcome.LIMIT)
+        if kind == b"stale":
+            return Applied(ApplyOutcome.STALE)
         if finish is not None and finish.status in FINISHED_STATUSES:  # the run ended
             self._compact_later(run_id)
         # its children the script ended: with it, or because they lost a first()

@@ -22,8 +22,9 @@
 --   now, retention and known are strings: passed on to Redis as they are (a Lua number
 --   given to redis.call is formatted with snprintf on every call).
 --   Ops are arrays built by runtime/store/redis/__init__.py from runtime/store/writes.py.
--- Returns {'lost'} | {'limit', count} | {'ok' | 'refused', last appended id, arrived events,
---   the ids of the other runs it ended: children that lost a first(), or that ended with it}.
+-- Returns {'lost'} | {'limit', count} | {'stale'} | {'ok' | 'refused', last appended id,
+--   arrived events, the ids of the other runs it ended: children that lost a first(), or
+--   that ended with it}.
 local keys = run_keys()
 local req = cjson.decode(ARGV[1])
 
@@ -73,6 +74,24 @@ if req.known == (rs[2] or '0') then  -- (absent: nil, never equal)
 else
   arrived = redis.call('XRANGE', keys.events, '(' .. req.after, '+')
 end
+-- A first() decided without an answer or expiry that came in meanwhile: the decision closes
+-- a hook that has ended since this execution read the log. Refused whole, nothing written:
+-- the execution starts again from the log, where that end decides. Race closed: an answer
+-- to a hook of one branch, given while another branch that does more than wait (a step)
+-- finished in the worker, was accepted and never used.
+if #arrived > 0 then
+  local ended_since = {}
+  for _, event in ipairs(arrived) do
+    local fields = event[2]
+    if fields[2] == EVENT.hook_received or fields[2] == EVENT.hook_expired then
+      ended_since[cjson.decode(fields[4]).hook_id] = true
+    end
+  end
+  for _, op in ipairs(writes) do
+    if op[1] == 'close_hook' and ended_since[op[2]] then return {'stale'} end
+  end
+end
+
 -- A suspension that waits for a message already buffered takes it into the log now, and
 -- is refused like one that an answer overtook. (Race closed: a message sent just before
 -- the run suspends is neither lost nor left waiting in the inbox.)
