@@ -206,7 +206,6 @@ def _patch_marked(index: ReplayIndex, data: dict[str, Any]) -> None:
 
 def _tags_set(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.tags = dict(data.get("tags", {}))
-    index.scoped = bool(data.get("scoped"))
     _call(index, data, Call("set_tags", "", data.get("digest")))
 
 

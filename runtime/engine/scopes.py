@@ -79,8 +79,9 @@ class CallScope:
         return f"{self.prefix}t{n}"
 
     def went_past(self, recorded: Iterable[Position]) -> bool:
-        """Whether any of the ``recorded`` positions is at or after this scope's next call:
-        one of its own, or one in a task it created after that call."""
+        """Whether any of the ``recorded`` positions is at or after where this scope is now:
+        one of its own calls from its next on, or a call of a task it creates from now on
+        (not of one it made already since its last call, as a gather just before)."""
         n, prefix = self.calls, self.prefix
         for position in recorded:
             if isinstance(position, int):
@@ -90,8 +91,12 @@ class CallScope:
             if not position.startswith(prefix):
                 continue
             rest = position[len(prefix) :]
-            local = rest.split("_", 1)[0] if "." in rest else rest
-            if int(local) >= n:
+            if "." not in rest:  # one of its own calls
+                if int(rest) >= n:
+                    return True
+                continue
+            made_at, _, spawn = rest.split(".", 1)[0].partition("_")
+            if int(made_at) > n or (int(made_at) == n and int(spawn) >= self.spawns):
                 return True
         return False
 

@@ -11,7 +11,17 @@ from typing import Any
 
 import orjson
 
-from runtime import RunStatus, Runtime, Worker, first, hook, step, workflow
+from runtime import (
+    RunStatus,
+    Runtime,
+    Worker,
+    first,
+    hook,
+    patched,
+    set_tags,
+    step,
+    workflow,
+)
 from tests.raw_redis import raw
 
 bodies: Counter[str] = Counter()
@@ -175,3 +185,36 @@ async def test_answers_to_both_branches_of_a_first_before_it_is_decided_do_not_b
     assert [h.name for h in await rt.list_hooks(run_id=run_id)] == ["after"]
     await answer_in_turn(worker, run_id, ("after", 3))
     assert await rt.wait(run_id, timeout=5) == [1, 2, 3]
+
+
+@workflow(name="tags_after_a_gather_wf")
+async def tags_after_a_gather_wf() -> list[Any]:
+    both = list(await asyncio.gather(hook("a"), hook("b")))
+    await set_tags({"stage": "after"})
+    return [*both, await hook("c")]
+
+
+async def test_setting_tags_keeps_the_numbering_by_task(rt: Runtime, worker: Worker) -> None:
+    """(A review found set_tags' event turning the numbering by task off for the whole
+    log: the next replay found the gather's hooks nowhere.)"""
+    run_id = await rt.start(tags_after_a_gather_wf)
+    await worker.drain()
+    await answer_in_turn(worker, run_id, ("a", 1), ("b", 2))
+    await answer_in_turn(Worker(rt), run_id, ("c", 3))
+    assert await rt.wait(run_id, timeout=5) == [1, 2, 3]
+
+
+@workflow(name="patched_after_a_gather_wf")
+async def patched_after_a_gather_wf() -> str:
+    await asyncio.gather(fetch("p1"), fetch("p2"))
+    return "new" if patched("after-the-gather") else "old"
+
+
+async def test_a_new_run_takes_a_patch_right_after_a_gather(rt: Runtime, worker: Worker) -> None:
+    """The gather's tasks were made before the patch's point, so the run had not gone past
+    it: new code for a new run."""
+    run_id = await rt.start(patched_after_a_gather_wf)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == "new"
+    marks = [e.data for e in await rt.events(run_id) if e.type == "patch.marked"]
+    assert marks == [{"patch": "after-the-gather"}]

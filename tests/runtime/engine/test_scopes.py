@@ -35,7 +35,7 @@ def test_a_task_is_named_by_its_creators_calls_and_the_tasks_made_since() -> Non
         ([0, 1], False),  # the task's next call is its third
         ([0, 1, 2], True),
         (["0_0.5"], False),  # a task made before its second call
-        (["2_0.0"], True),  # a task made at its next call
+        (["2_0.0"], True),  # a task made from now on
         (["9_0.3"], True),  # a task made later still
     ],
 )
@@ -63,6 +63,15 @@ def test_a_task_went_past_its_next_call(recorded: list[int | str], went_past: bo
     task = root.child()
     task.next_position()
     assert task.went_past(recorded) is went_past
+
+
+def test_tasks_made_since_the_last_call_are_behind_not_past() -> None:
+    """patched() right after a gather: the gather's tasks were made before this point."""
+    root = CallScope()
+    root.next_position()
+    root.child(), root.child()  # (the gather's)
+    assert not root.went_past([0, "1_0.0", "1_1.0", "1_1.1"])
+    assert root.went_past(["1_2.0"])  # a task made after this point
 
 
 def test_a_recorded_position_is_read_back_as_it_was_written() -> None:
