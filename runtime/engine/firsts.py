@@ -130,11 +130,22 @@ async def first_of(
         # over an answer the log holds from before the step was done (accepted, never used).
         winner = min(finished, key=lambda i: _finished_at(execution, boxes[i]))
         losing = [i for i in range(len(waits)) if i != winner]
-        losers = _losers(execution, [boxes[i] for i in losing], [reaches[i] for i in losing])
+        losing_boxes = [boxes[i] for i in losing]
+        losers = _losers(execution, losing_boxes, [reaches[i] for i in losing])
         # (before the decision is recorded: its closed list joins the index's)
         running = _running_children(execution, [reaches[i] for i in losing])
         decision: dict[str, Any] = {"seq": position, "winner": winner, "closed": losers}
-        receives = [wait_id for wait_id in losers if execution.messages.took(wait_id)]
+        # The withdrawn receives that give their message back: those nothing of their
+        # branch used, waiting for it or the branch's last call (a timed-out receive's).
+        # Race closed: a message a losing branch had handed to a step was given back, and
+        # the next receive processed it again.
+        unused = {box[-1] for box in losing_boxes if box}
+        receives = [
+            wait_id
+            for wait_id in losers
+            if execution.messages.took(wait_id)
+            and (wait_id in execution.receiving or wait_id in unused)
+        ]
         if receives:
             decision["receives"] = receives
         execution.record(EventType.FIRST_DECIDED, decision)
@@ -143,6 +154,8 @@ async def first_of(
         for wait_id in losers:
             _withdraw(execution, wait_id)
             execution.waiting.pop(wait_id, None)  # no suspension records it again
+        for wait_id in receives:
+            execution.messages.give_back(wait_id)
     for exc in pending.values():  # the losers no longer hold the run
         execution.waiting.pop(exc.wait, None)
     return winner, tasks[winner].result()
@@ -233,5 +246,4 @@ def _withdraw(execution: Execution, wait_id: str) -> None:
         execution.writes.close_hook(wait_id, execution.token(wait_id))
     elif wait_id in execution.index.timers:
         execution.writes.cancel_timer(wait_id)
-    execution.messages.give_back(wait_id)
     execution.index.closed.add(wait_id)

@@ -16,7 +16,9 @@ from runtime import (
     RunStatus,
     Runtime,
     Worker,
+    first,
     receive,
+    sleep,
     step,
     workflow,
 )
@@ -239,3 +241,42 @@ async def _as_decided_before_the_fix(rt: Runtime, run_id: str) -> None:
             data.pop("receives")
             fields[b"d"] = orjson.dumps(data)
         await client.xadd(key, fields, id=event_id)
+
+
+handled: list[object] = []
+
+
+@step
+async def handle_message(message: object) -> str:
+    handled.append(message)
+    return f"handled {message}"
+
+
+async def _receive_and_handle() -> str:
+    return await handle_message(await receive("visitor"))
+
+
+@workflow(name="handled_in_a_losing_branch_wf")
+async def handled_in_a_losing_branch_wf() -> list[object]:
+    which, _ = await first(_receive_and_handle(), sleep("200ms"))
+    return [which, await receive("visitor")]
+
+
+async def test_a_message_a_losing_branch_handed_to_a_step_is_not_received_again(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The timer fired, then the message came; the branch that received it lost, but its
+    step had handled the message already: the next receive takes the next message, not
+    that one again. (A review found it handled twice.)"""
+    handled.clear()
+    run_id = await rt.start(handled_in_a_losing_branch_wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.fire_due()
+    await rt.send(run_id, "visitor", "first")
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await rt.send(run_id, "visitor", "second")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [1, "second"]
+    assert handled == ["first"]
