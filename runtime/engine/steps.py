@@ -148,6 +148,12 @@ async def _record_failure(
         execution.drop_checkpoint(step_id)
         execution.flush_before_step = True
         raise _step_failed(execution, step_id, error) from exc
+    if in_a_losing_branch(execution):
+        # A first() decided against its branch while it ran (a gathered task the branch
+        # left behind): nothing reads its result, so it is not attempted again. Race
+        # closed: its retry timer, made after the decision, was a wait nothing awaited,
+        # and the run failed as one that left a wait behind.
+        raise withdrawn_at_once(execution, step_id)
     delay = options.retry_delay * options.backoff**attempt
     if delay <= 0:
         execution.record(

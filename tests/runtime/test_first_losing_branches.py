@@ -422,3 +422,39 @@ async def test_a_branch_that_works_after_its_answer_finishes_when_the_work_is_do
     await answer(rt, "stop", "stop now")
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == [1, "stop now"]
+
+
+@step
+async def _quick() -> str:
+    await asyncio.sleep(0.05)
+    return "quick"
+
+
+@step(retries=2, retry_delay=30)
+async def _fails_late() -> str:
+    step_bodies["fails_late"] += 1
+    await asyncio.sleep(0.3)  # still running when the first() is decided
+    raise RuntimeError("the service is down")
+
+
+async def _ask_beside_a_failing_step() -> Any:
+    return await asyncio.gather(hook("x"), _fails_late())
+
+
+@workflow(name="fails_after_the_decision_wf")
+async def fails_after_the_decision_wf() -> int:
+    which, _ = await first(_quick(), _ask_beside_a_failing_step())
+    return which
+
+
+async def test_a_step_that_fails_after_its_branch_lost_is_not_retried(
+    rt: Runtime, worker: Worker
+) -> None:
+    """(A review found the run failed: the retry timer made after the decision was a wait
+    nothing awaited.)"""
+    step_bodies.clear()
+    run_id = await rt.start(fails_after_the_decision_wf)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 0
+    assert step_bodies["fails_late"] == 1
+    assert await worker.fire_due() is None  # no retry timer was made
