@@ -61,14 +61,11 @@ def _adopt(task: asyncio.Future[Any]) -> None:
 def _scope_task(context: contextvars.Context) -> contextvars.Context:
     """A task the workflow creates (not a step's: a step's calls are not the log's) numbers
     its durable calls in a scope of its own, in runs recorded that way (engine/scopes.py)."""
-    execution = context.get(current_execution)
     parent = context.get(current_scope)
-    if (
-        execution is None
-        or parent is None
-        or not execution.index.scoped
-        or context.get(current_step) is not None
-    ):
+    if parent is None:  # not a task of a workflow (the worker's, the store's)
+        return context
+    execution = context.get(current_execution)
+    if execution is None or not execution.index.scoped or context.get(current_step) is not None:
         return context
     context = context.copy()  # (a context given by the creator stays as it was)
     context.run(current_scope.set, parent.child())
