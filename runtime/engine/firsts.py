@@ -177,8 +177,11 @@ async def _in_box(
 
 def in_a_losing_branch(execution: Execution) -> bool:
     """Whether the running code is inside a branch of a first() that the log says lost."""
+    branches = _branches.get()
+    if not branches:  # (every step and new wait asks: most are in no first())
+        return False
     firsts = execution.index.firsts
-    return any(firsts.get(position, index) != index for position, index in _branches.get())
+    return any(firsts.get(position, index) != index for position, index in branches)
 
 
 def withdrawn_at_once(execution: Execution, wait_id: str, step_id: str | None = None) -> Suspend:
