@@ -2,7 +2,8 @@
 
 Messages of a topic are kept in the log in the order they came; the receives of a pass
 take them in the order the receives are reached: the n-th receive of a topic takes its
-n-th message. A receive that a first() withdrew (its timeout came first) takes none.
+n-th message. A receive that a first() withdrew (its timeout came first) takes none, unless
+its branch had used the message (handed it to a step).
 """
 
 from __future__ import annotations

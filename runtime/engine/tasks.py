@@ -1,5 +1,7 @@
-"""Knowing the tasks a workflow creates: a task factory on the event loop hands every new
-task to a callback (the execution running in that task's context adopts it)."""
+"""Knowing the tasks a workflow creates: a task factory on the event loop gives every new
+task the context it runs in (a workflow's task gets its own numbering of durable calls,
+engine/scopes.py) and hands it to a callback (the execution running in the creator's
+context adopts it)."""
 
 from __future__ import annotations
 
