@@ -141,7 +141,7 @@ class Execution(Endings):
         self.steps_begun_here: set[str] = set()
         # A dry replay (``parley replay``) stops where the recorded history ends.
         self.dry_run = dry_run
-        self.scope = CallScope()  # the workflow body's task's, anew each pass
+        self.scope: CallScope  # the workflow body's task's, anew each pass (run)
         # Waits that raised Suspend in this pass (wait id -> its step id): all of them are
         # recorded when the run suspends (parallel waits suspend together).
         self.waiting: dict[str, str | None] = {}
@@ -158,18 +158,18 @@ class Execution(Endings):
         return f"<Execution {self.run_id} fence={self.fence}>"
 
     # ids -----------------------------------------------------------------------------
-    def current_scope(self) -> CallScope:
+    def calling_scope(self) -> CallScope:
         """The scope of the task making a durable call now."""
         return current_scope.get() or self.scope
 
     def next_step_id(self, name: str) -> str:
-        return self.current_scope().step_id(name)
+        return self.calling_scope().step_id(name)
 
     def next_workflow_hook_id(self, name: str) -> str:
-        return self.current_scope().hook_id(name)
+        return self.calling_scope().hook_id(name)
 
     def next_timer_id(self) -> str:
-        return self.current_scope().timer_id()
+        return self.calling_scope().timer_id()
 
     def token(self, hook_id: str) -> str:
         return make_token(self.run_id, hook_id)
@@ -224,7 +224,7 @@ class Execution(Endings):
         """Take the next position of the running task's durable calls. Returns it with the
         call the log recorded there (it must be this one, else the run is blocked), or with
         None when the log has nothing there (new work)."""
-        position = self.current_scope().next_position()
+        position = self.calling_scope().next_position()
         recorded = self.index.calls.get(position)
         if recorded is None:
             if self.dry_run:
@@ -246,7 +246,7 @@ class Execution(Endings):
     def went_past(self) -> bool:
         """Whether the log recorded calls at or after the running task's next call (the run
         went past this point of its code)."""
-        return self.current_scope().went_past(self.index.calls)
+        return self.calling_scope().went_past(self.index.calls)
 
     def block(self, position: Position, recorded: str, now: str) -> None:
         raise Blocked(

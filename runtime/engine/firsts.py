@@ -204,6 +204,11 @@ def _finished_at(execution: Execution, box: list[str]) -> tuple[int, int]:
     return max(_ends(execution, box), default=_NEVER)
 
 
+def _last_wait(box: list[str]) -> str | None:
+    """A branch's last wait (the step it ran after it, if any, is not one)."""
+    return next((wait_id for wait_id in reversed(box) if wait_id != _WORKED), None)
+
+
 def _ends(execution: Execution, wait_ids: list[str]) -> list[tuple[int, int]]:
     """When each of the waits that ended came to its end: an answer, expiry, timer, child's
     end, or the message a receive took."""
@@ -220,7 +225,7 @@ def _losers(execution: Execution, boxes: list[list[str]], reaches: list[list[str
     """The waits the losing branches leave: each branch's last, and any other started inside
     it that is suspended in this pass (gathered in it, or a nested first()'s)."""
     closed = execution.index.closed
-    losers = [waits[-1] for waits in ([w for w in box if w != _WORKED] for box in boxes) if waits]
+    losers = [wait_id for wait_id in map(_last_wait, boxes) if wait_id is not None]
     for reach in reaches:
         for wait_id in reach:
             if wait_id in execution.waiting and wait_id not in closed and wait_id not in losers:

@@ -372,14 +372,14 @@ async def _answers_the_other_branch() -> str:
     return "done"
 
 
-async def _works_then_answers() -> str:
+async def _go_then(work: Any) -> str:
     await hook("go")
-    return await _answers_the_other_branch()
+    return str(await work())
 
 
 @workflow(name="answered_while_deciding_wf")
 async def answered_while_deciding_wf() -> list[Any]:
-    return list(await first(_works_then_answers(), hook("stop")))
+    return list(await first(_go_then(_answers_the_other_branch), hook("stop")))
 
 
 async def test_an_answer_that_came_while_a_first_was_decided_is_the_one_used(
@@ -401,14 +401,9 @@ async def _work() -> str:
     return "done"
 
 
-async def _answer_then_work() -> str:
-    await hook("go")
-    return await _work()
-
-
 @workflow(name="work_after_an_answer_wf")
 async def work_after_an_answer_wf() -> list[Any]:
-    return list(await first(_answer_then_work(), hook("stop")))
+    return list(await first(_go_then(_work), hook("stop")))
 
 
 async def test_a_branch_that_works_after_its_answer_finishes_when_the_work_is_done(

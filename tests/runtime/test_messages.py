@@ -148,8 +148,8 @@ async def test_a_message_after_a_timed_out_receive_goes_to_the_next_receive(
 
 @workflow(name="nudged_then_two_wf")
 async def nudged_then_two_wf() -> list[object]:
-    first = await receive("visitor", timeout="200ms", on_timeout="return")
-    nudged = "nudged" if first is STEP_HOOK_TIMEOUT else first
+    got = await receive("visitor", timeout="200ms", on_timeout="return")
+    nudged = "nudged" if got is STEP_HOOK_TIMEOUT else got
     return [nudged, await receive("visitor"), await receive("visitor")]
 
 
@@ -168,9 +168,9 @@ async def test_messages_after_a_timed_out_receive_are_received_in_the_order_sent
 
 @workflow(name="nudged_once_wf")
 async def nudged_once_wf() -> list[object]:
-    first = await receive("visitor", timeout="200ms", on_timeout="return")
-    if first is not STEP_HOOK_TIMEOUT:
-        return [first]
+    got = await receive("visitor", timeout="200ms", on_timeout="return")
+    if got is not STEP_HOOK_TIMEOUT:
+        return [got]
     return ["nudged", await receive("visitor")]
 
 
