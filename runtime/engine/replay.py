@@ -70,6 +70,11 @@ class ReplayIndex:
     # a withdrawn receive kept the next message of its topic, and replays of those logs
     # must still see what their runs saw)
     untaken: set[str] = field(default_factory=set)
+    # first() positions whose decision lists the receives of its losing branches that keep
+    # their message (decisions since 2026-12-02); those receives, by wait id: any other
+    # receive of a losing branch of those takes none
+    keeping: set[Position] = field(default_factory=set)
+    kept: set[str] = field(default_factory=set)
     messages: dict[str, list[Any]] = field(default_factory=dict)  # topic -> payloads
     # topic -> when each of its messages came (event id), None where undated: a receive's
     # message can win a first() over a timeout that came later
@@ -195,9 +200,13 @@ def _message_received(index: ReplayIndex, data: dict[str, Any]) -> None:
 
 
 def _first_decided(index: ReplayIndex, data: dict[str, Any]) -> None:
-    index.firsts[position_of(data["seq"])] = int(data["winner"])
+    position = position_of(data["seq"])
+    index.firsts[position] = int(data["winner"])
     index.closed.update(data.get("closed", []))
     index.untaken.update(data.get("receives", []))
+    if "kept" in data:
+        index.keeping.add(position)
+        index.kept.update(data["kept"])
 
 
 def _patch_marked(index: ReplayIndex, data: dict[str, Any]) -> None:

@@ -13,7 +13,13 @@ from .._codec import due_ms, dumps, encode_value
 from ..errors import ChildFailed, HookTimeout, StoreUnavailable
 from ..models import EventType
 from .execution import READ_SUFFIX, Execution
-from .firsts import in_a_losing_branch, join_first, note_wait, withdrawn_at_once
+from .firsts import (
+    in_a_losing_branch,
+    join_first,
+    note_wait,
+    withdrawn_at_once,
+    withdraws_receive,
+)
 from .hooks import OnCreated, ask, ask_again, create_hook
 from .scopes import Position
 from .signals import Abort, ReplayEnded, StepScope
@@ -211,6 +217,10 @@ def receive(execution: Execution, topic: str) -> Any:
         # closed: counted as one that took a message, it kept the next message sent, which
         # no later receive of the topic then got.
         raise execution.suspend_on(wait_id)
+    if withdraws_receive(execution, wait_id):
+        # Reached in a losing branch after its first() was decided: nothing would read the
+        # message it took, which the run's next receive of the topic would not get.
+        raise withdrawn_at_once(execution, wait_id)
     n = execution.messages.take(topic, wait_id)
     received = execution.index.messages.get(topic, [])
     if n < len(received):

@@ -25,6 +25,7 @@ from runtime import (
     workflow,
 )
 from tests.apps import children_app  # noqa: F401  (registers the workflows)
+from tests.raw_redis import rewrite_decisions
 
 
 async def answer(rt: Runtime, name: str, value: Any, run_id: str | None = None) -> None:
@@ -453,3 +454,96 @@ async def test_a_step_that_fails_after_its_branch_lost_is_not_retried(
     assert await rt.wait(run_id, timeout=5) == 0
     assert step_bodies["fails_late"] == 1
     assert await worker.fire_due() is None  # no retry timer was made
+
+
+async def _step_then_listen() -> Any:
+    await slow_step()
+    return await receive("x")
+
+
+async def _gathered_with_a_late_receive() -> Any:
+    return await asyncio.gather(hook("h"), _step_then_listen())
+
+
+@workflow(name="late_receive_in_a_losing_branch_wf")
+async def late_receive_in_a_losing_branch_wf() -> Any:
+    which, _ = await first(_at_once(), _gathered_with_a_late_receive())
+    await hook("next")
+    return [which, await receive("x")]
+
+
+async def test_a_receive_a_losing_branch_reaches_after_the_decision_takes_no_message(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A losing branch's gathered task goes on after the decision (its step still ran) and
+    reaches a receive: it is withdrawn as it is reached, and the message sent later goes
+    to the run's own receive. Before, the dead branch's receive took it and the run's
+    receive waited for a second message."""
+    run_id = await rt.start(late_receive_in_a_losing_branch_wf)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await rt.send(run_id, "x", "m")
+    await worker.drain()
+    await answer(rt, "next", "ok")
+    await worker.drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, info.error
+    assert await rt.wait(run_id, timeout=5) == [0, "m"]
+
+
+@step
+async def handle(message: object) -> str:
+    return f"handled {message}"
+
+
+async def _listen_and_ask() -> Any:
+    return await asyncio.gather(receive("x"), hook("h"))
+
+
+@workflow(name="receive_kept_by_a_losing_branch_wf")
+async def receive_kept_by_a_losing_branch_wf() -> Any:
+    # the timer fires, then a message comes before any worker replays the run: the receive
+    # is withdrawn, and the message waits in the log for the next receive
+    await first(receive("x"), sleep(0.2))
+    which, _ = await first(_at_once(), _listen_and_ask())  # its receive takes it at once
+    handled = await handle(await receive("x"))
+    await hook("next")
+    return [which, handled]
+
+
+async def _decided_then_replayed(rt: Runtime, worker: Worker, *, strip_kept: bool) -> Any:
+    run_id = await rt.start(receive_kept_by_a_losing_branch_wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.fire_due()
+    await rt.send(run_id, "x", "first")
+    await rt.send(run_id, "x", "second")
+    await worker.drain()
+    decided = [e.data for e in await rt.events(run_id) if e.type == "first.decided"]
+    [kept] = decided[1]["kept"]
+    assert kept.endswith(".x") and "receives" not in decided[1]
+    if strip_kept:
+        await rewrite_decisions(rt, run_id, lambda data: data.pop("kept"))
+    await answer(rt, "next", "ok")
+    await Worker(rt).drain()  # a worker that replays the whole log
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, info.error
+    return await rt.wait(run_id, timeout=5)
+
+
+async def test_a_message_a_losing_branch_took_before_the_decision_stays_taken(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A losing branch's receive took the first message before the decision, and the run's
+    own receive the second, which a step handled: every replay gives them the same ones
+    (the decision names the receive that keeps its message), or the step's arguments would
+    differ from the log's and block the run."""
+    assert await _decided_then_replayed(rt, worker, strip_kept=False) == [0, "handled second"]
+
+
+async def test_a_decision_recorded_before_late_receives_were_withdrawn_replays_as_it_ran(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A decision the code before this change recorded (no ``kept``): every receive of its
+    losing branches takes a message, as when it ran."""
+    assert await _decided_then_replayed(rt, worker, strip_kept=True) == [0, "handled second"]

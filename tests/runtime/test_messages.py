@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import orjson
 import pytest
 
 from runtime import (
@@ -22,7 +21,7 @@ from runtime import (
     step,
     workflow,
 )
-from tests.raw_redis import raw
+from tests.raw_redis import rewrite_decisions
 
 
 @workflow(name="inbox_wf")
@@ -231,16 +230,12 @@ async def test_a_log_decided_before_withdrawn_receives_took_none_replays_as_it_r
 
 async def _as_decided_before_the_fix(rt: Runtime, run_id: str) -> None:
     """Rewrite the run's log, ids kept, with its decisions as the code before this fix
-    recorded them: without the ``receives`` that take no message."""
-    client, key = raw(rt).client, raw(rt).run_keys(run_id).events
-    entries = await client.xrange(key)
-    await client.delete(key)
-    for event_id, fields in entries:
-        if fields[b"t"] == b"first.decided":
-            data = orjson.loads(fields[b"d"])
-            data.pop("receives")
-            fields[b"d"] = orjson.dumps(data)
-        await client.xadd(key, fields, id=event_id)
+    recorded them: without the ``receives`` that take no message (nor the later ``kept``)."""
+
+    def before_the_fix(data: dict[str, object]) -> None:
+        del data["receives"], data["kept"]
+
+    await rewrite_decisions(rt, run_id, before_the_fix)
 
 
 handled: list[object] = []

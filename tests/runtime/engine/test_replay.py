@@ -29,6 +29,8 @@ FIELDS = (
     "firsts",
     "closed",
     "untaken",
+    "keeping",
+    "kept",
     "messages",
     "message_at",
     "step_patches",
@@ -407,6 +409,24 @@ def test_a_decision_names_the_withdrawn_receives_that_take_no_message() -> None:
     index.add(EventType.FIRST_DECIDED, decision)
     assert index.closed == {"m0.visitor"} and index.untaken == {"m0.visitor"}
     assert _only_changed(index) == {"firsts", "closed", "untaken"}
+
+
+def test_a_decision_names_the_losing_receives_that_keep_their_message() -> None:
+    index = ReplayIndex()
+    decision = {"seq": "2_1.0", "winner": 0, "closed": ["h0.b"], "kept": ["m2_1.0_0.0.x"]}
+    index.add(EventType.FIRST_DECIDED, decision)
+    assert index.keeping == {"2_1.0"} and index.kept == {"m2_1.0_0.0.x"}
+    assert _only_changed(index) == {"firsts", "closed", "keeping", "kept"}
+
+
+def test_a_decision_that_lists_no_kept_receives_does_not_keep_any() -> None:
+    """(The code before this field recorded none: its decisions keep every receive.)"""
+    index = ReplayIndex()
+    index.add(EventType.FIRST_DECIDED, {"seq": 4, "winner": 0, "closed": [], "kept": []})
+    assert index.keeping == {4} and index.kept == set()
+    legacy = ReplayIndex()
+    legacy.add(EventType.FIRST_DECIDED, {"seq": 4, "winner": 0, "closed": []})
+    assert legacy.keeping == set()
 
 
 def test_the_end_of_a_wait_is_dated_by_its_event_id() -> None:
