@@ -67,10 +67,22 @@ class EventType(enum.StrEnum):
     CHILD_STARTED = "child.started"  # seq, child_run_id, workflow
     CHILD_COMPLETED = "child.completed"  # child_run_id, status, result or error
     MESSAGE_RECEIVED = "message.received"  # topic, payload: the next message of a topic
+    # wait, topic, n: a receive took the topic's n-th message (runs of LOG_TAKES on)
+    MESSAGE_TAKEN = "message.taken"
     # seq, winner (its index), closed (the other waits), receives (those of them that are
     # receives: they take no message)
     FIRST_DECIDED = "first.decided"
     TAGS_SET = "tags.set"  # seq, tags (the run's tags after the change), changes
+
+
+# What ``scoped`` in a run's workflow.started says of how its log was recorded (a replay
+# follows the code that recorded it). Absent: the calls of all its tasks numbered in one
+# sequence, and each receive took the next message of its topic in the order the receives
+# were reached. LOG_SCOPED (runs started since 2026-12-02): each task numbers its own calls
+# (engine/scopes.py). LOG_TAKES (since later that day, what new runs record): also each
+# receive records the message it took (message.taken; engine/messages.py).
+LOG_SCOPED = 1
+LOG_TAKES = 2
 
 
 # Events that wake a suspended run (an answer, an expiry, a timer).

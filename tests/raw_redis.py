@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from runtime import Runtime
+from runtime.models import LOG_SCOPED
 from runtime.store.redis import RedisStore
 
 
@@ -19,15 +20,27 @@ def raw(rt: Runtime) -> RedisStore:
     return store
 
 
-async def rewrite_decisions(rt: Runtime, run_id: str, change: Callable[[Any], object]) -> None:
-    """Rewrite run ``run_id``'s log in place, ids kept, each ``first.decided``'s data passed
-    through ``change`` (to make a log as an earlier version of the code recorded it)."""
+async def rewrite_log(
+    rt: Runtime, run_id: str, change: Callable[[str, dict[str, Any]], dict[str, Any] | None]
+) -> None:
+    """Rewrite run ``run_id``'s log in place, ids kept: each event's data becomes what
+    ``change(type, data)`` returns (None drops the event), to make a log as an earlier
+    version of the code recorded it."""
     client, key = raw(rt).client, raw(rt).run_keys(run_id).events
     entries: Any = await client.xrange(key)
     await client.delete(key)
     for event_id, fields in entries:
-        if fields[b"t"] == b"first.decided":
-            data = orjson.loads(fields[b"d"])
-            change(data)
+        data = change(fields[b"t"].decode(), orjson.loads(fields[b"d"]))
+        if data is not None:
             fields[b"d"] = orjson.dumps(data)
-        await client.xadd(key, fields, id=event_id)
+            await client.xadd(key, fields, id=event_id)
+
+
+def as_recorded_before_takes(event_type: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """For :func:`rewrite_log`: a run as the code before receives recorded the messages
+    they took wrote it (``LOG_SCOPED``, no ``message.taken``)."""
+    if event_type == "message.taken":
+        return None
+    if event_type == "workflow.started":
+        data["scoped"] = LOG_SCOPED
+    return data

@@ -286,7 +286,7 @@ class Execution(Endings):
             self.scope = CallScope()
             self.waiting.clear()
             self.receiving.clear()
-            self.messages.clear()
+            self.messages.clear(self.index)
             self.children.clear()
             self.owned.clear()
             token = current_execution.set(self)
@@ -380,15 +380,11 @@ class Execution(Endings):
         lua/send.lua)."""
         if any(wait in self.index.completed_at for wait in waits):
             return True
-        suspended: dict[str, int] = {}  # topic -> its receives suspended in this pass
         for wait, topic in self.receiving.items():
-            if wait in waits:
-                suspended[topic] = suspended.get(topic, 0) + 1
-        return any(
-            # the first of them was to take message number (received - count)
-            len(self.index.messages.get(topic, ())) > self.messages.taken(topic) - count
-            for topic, count in suspended.items()
-        )
+            n = self.messages.number(wait) if wait in waits else None
+            if n is not None and n < len(self.index.messages.get(topic, ())):
+                return True  # the message it was to take has come
+        return False
 
     def remembered(self) -> CachedReplay | None:
         """What the worker may keep of this execution for the run's next claim: only after

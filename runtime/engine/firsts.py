@@ -148,17 +148,6 @@ async def first_of(
         ]
         if receives:
             decision["receives"] = receives
-        # The losing branches' receives that keep the message they took before the decision
-        # (their branch went on with it); any other receive of theirs, reached after it (a
-        # task the branch left running), takes none, in this pass as in every replay, where
-        # the decision is known from the start (see withdraws_receive). Race closed: such a
-        # receive took the next message, and the run's own receive waited for another.
-        decision["kept"] = [
-            wait_id
-            for i in losing
-            for wait_id in reaches[i]
-            if execution.messages.took(wait_id) and wait_id not in receives
-        ]
         execution.record(EventType.FIRST_DECIDED, decision)
         for child_id in running:
             execution.writes.cancel_child(child_id)
@@ -197,19 +186,18 @@ def in_a_losing_branch(execution: Execution) -> bool:
 
 def withdraws_receive(execution: Execution, wait_id: str) -> bool:
     """Whether the receive ``wait_id`` reached now takes no message: it is in a losing
-    branch of a first() and its decision did not keep it (it was reached after it).
-    Decisions recorded before they listed what they keep replay as they ran: there, each
-    receive of a losing branch took a message."""
-    branches = _branches.get()
-    if not branches:
-        return False
+    branch of a first() and the log does not say it took one (before the decision, in this
+    pass or an earlier one). Reached after the decision (a task the branch left running),
+    it is withdrawn, in this pass as in every replay, where the decision is known from the
+    start. Race closed: such a receive took the next message, which nothing would read, and
+    the run's own receive waited for another. Runs recorded before receives recorded their
+    messages replay as they ran: there, every receive of a losing branch took one."""
     index = execution.index
-    if wait_id in index.kept:
-        return False
-    firsts = index.firsts
-    return any(
-        position in index.keeping and firsts.get(position, branch) != branch
-        for position, branch in branches
+    return (
+        index.takes
+        and bool(_branches.get())
+        and wait_id not in index.assigned
+        and in_a_losing_branch(execution)
     )
 
 

@@ -1,9 +1,17 @@
 """Which message of its topic each receive of one pass of a workflow takes.
 
-Messages of a topic are kept in the log in the order they came; the receives of a pass
-take them in the order the receives are reached: the n-th receive of a topic takes its
-n-th message. A receive that a first() withdrew (its timeout came first) takes none, unless
-its branch had used the message (handed it to a step).
+Messages of a topic are kept in the log in the order they came. In a run of
+``models.LOG_TAKES`` each receive records the number of the message it took
+(``message.taken``) and takes that one again in every later pass; a receive the log says
+nothing of takes the first message no other receive took, recorded or in this pass. Race
+closed: tasks reach their receives in another order in a replay (a step that ran in one
+pass returns at once in the next), so a message one receive had taken and handled went to
+another, and was handled again. Runs recorded before replay as they ran: the n-th receive
+of a topic reached in a pass takes its n-th message.
+
+A receive that a first() withdrew (its timeout came first) takes none, unless its branch
+had used the message (handed it to a step); the message it gives back goes to the next
+receive of its topic.
 """
 
 from __future__ import annotations
@@ -14,26 +22,59 @@ from .replay import ReplayIndex
 class PassMessages:
     """The message numbers the receives of the current pass took, by topic."""
 
-    __slots__ = ("_counts", "_taken")
+    __slots__ = ("_by_order", "_freed", "_next", "_numbers", "_taken")
 
     def __init__(self) -> None:
-        self._counts: dict[str, int] = {}  # topic -> how many of its receives took one
+        # topic -> where the search for its next free number starts (or, in a run recorded
+        # before receives recorded their messages, the number its next receive takes)
+        self._next: dict[str, int] = {}
         self._taken: dict[str, tuple[str, int]] = {}  # receive -> (topic, message number)
+        self._numbers: dict[str, set[int]] = {}  # topic -> the numbers this pass took
+        self._freed: dict[str, set[int]] = {}  # topic -> numbers given back in this pass
+        self._by_order = False
 
-    def clear(self) -> None:
-        self._counts.clear()
+    def clear(self, index: ReplayIndex) -> None:
+        """A new pass over the run recorded in ``index``."""
+        self._next.clear()
         self._taken.clear()
+        self._numbers.clear()
+        self._freed.clear()
+        self._by_order = not index.takes
 
-    def take(self, topic: str, wait: str) -> int:
+    def take(self, topic: str, wait: str, index: ReplayIndex) -> int:
         """The number of the message of ``topic`` the receive ``wait`` takes."""
-        n = self._counts.get(topic, 0)
-        self._counts[topic] = n + 1
+        if self._by_order:
+            n = self._next.get(topic, 0)
+            self._next[topic] = n + 1
+        else:
+            recorded = index.assigned.get(wait)
+            n = self._free(topic, index) if recorded is None else recorded[1]
+            self._numbers.setdefault(topic, set()).add(n)
         self._taken[wait] = (topic, n)
         return n
 
-    def taken(self, topic: str) -> int:
-        """How many messages of ``topic`` this pass's receives took."""
-        return self._counts.get(topic, 0)
+    def _free(self, topic: str, index: ReplayIndex) -> int:
+        """The first number of ``topic`` that no receive took, recorded or in this pass:
+        the search's next, or one given back (every number the search passed was taken
+        then; those given back since are free again)."""
+        n = self._next.get(topic, 0)
+        recorded = index.assigned_of.get(topic, ())
+        numbers = self._numbers.get(topic, ())
+        while n in recorded or n in numbers:
+            n += 1
+        freed = self._freed.get(topic)
+        if freed and min(freed) < n:
+            n = min(freed)
+            freed.discard(n)
+            return n
+        self._next[topic] = n + 1
+        return n
+
+    def number(self, wait: str) -> int | None:
+        """The number of the message the receive ``wait`` took in this pass, if it took one
+        (it may not have come yet)."""
+        taken = self._taken.get(wait)
+        return None if taken is None else taken[1]
 
     def took(self, wait: str) -> bool:
         """Whether ``wait`` is a receive that took a message number in this pass."""
@@ -52,7 +93,17 @@ class PassMessages:
     def give_back(self, wait: str) -> None:
         """The receive ``wait`` was withdrawn by a first() decided in this pass: it takes no
         message after all, as in every later pass (where a withdrawn receive takes none),
-        so the next receive of its topic takes the one it had."""
+        so the next receive of its topic takes the one it had. (In a run recorded before
+        receives recorded their messages, the count of its topic goes one back, as it did
+        when that run was recorded. Race closed in the others: that count went back from
+        wherever it was, so the next receive skipped the message given back, and the run
+        waited for another with it unread in the log.)"""
         taken = self._taken.pop(wait, None)
-        if taken is not None:
-            self._counts[taken[0]] -= 1
+        if taken is None:
+            return
+        topic, n = taken
+        if self._by_order:
+            self._next[topic] -= 1
+            return
+        self._numbers[topic].discard(n)
+        self._freed.setdefault(topic, set()).add(n)

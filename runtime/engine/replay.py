@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..models import Event, EventType
+from ..models import LOG_SCOPED, LOG_TAKES, Event, EventType
 from .scopes import Position, position_of
 
 
@@ -70,12 +70,11 @@ class ReplayIndex:
     # a withdrawn receive kept the next message of its topic, and replays of those logs
     # must still see what their runs saw)
     untaken: set[str] = field(default_factory=set)
-    # first() positions whose decision lists the receives of its losing branches that keep
-    # their message (decisions since 2026-12-02); those receives, by wait id: any other
-    # receive of a losing branch of those takes none
-    keeping: set[Position] = field(default_factory=set)
-    kept: set[str] = field(default_factory=set)
     messages: dict[str, list[Any]] = field(default_factory=dict)  # topic -> payloads
+    # The messages receives took, as the log recorded it (message.taken; runs of
+    # LOG_TAKES): receive -> (topic, message number), and topic -> the numbers so taken
+    assigned: dict[str, tuple[str, int]] = field(default_factory=dict)
+    assigned_of: dict[str, set[int]] = field(default_factory=dict)
     # topic -> when each of its messages came (event id), None where undated: a receive's
     # message can win a first() over a timeout that came later
     message_at: dict[str, list[tuple[int, int] | None]] = field(default_factory=dict)
@@ -88,6 +87,9 @@ class ReplayIndex:
     # runs started since 2026-12-02; the log of one started before numbered them in one
     # sequence across its tasks, and replays it that way.
     scoped: bool = False
+    # Whether its receives record the messages they took (models.LOG_TAKES): else each
+    # takes the next of its topic in the order they are reached, as such a run recorded.
+    takes: bool = False
 
     def add(
         self, event_type: EventType | str, data: dict[str, Any], event_id: str | None = None
@@ -125,7 +127,9 @@ def _started(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.args = list(data.get("args", []))
     index.kwargs = dict(data.get("kwargs", {}))
     index.tags = dict(data.get("tags", {}))
-    index.scoped = bool(data.get("scoped"))
+    log_format = int(data.get("scoped", 0))
+    index.scoped = log_format >= LOG_SCOPED
+    index.takes = log_format >= LOG_TAKES
 
 
 def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -199,14 +203,22 @@ def _message_received(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.messages.setdefault(data["topic"], []).append(data.get("payload"))
 
 
+def _message_taken(index: ReplayIndex, data: dict[str, Any]) -> None:
+    topic, n = data["topic"], int(data["n"])
+    index.assigned[data["wait"]] = (topic, n)
+    index.assigned_of.setdefault(topic, set()).add(n)
+
+
 def _first_decided(index: ReplayIndex, data: dict[str, Any]) -> None:
     position = position_of(data["seq"])
     index.firsts[position] = int(data["winner"])
     index.closed.update(data.get("closed", []))
-    index.untaken.update(data.get("receives", []))
-    if "kept" in data:
-        index.keeping.add(position)
-        index.kept.update(data["kept"])
+    for wait in data.get("receives", ()):
+        index.untaken.add(wait)
+        # a withdrawn receive gives back the message it took: the next receive takes it
+        given_back = index.assigned.pop(wait, None)
+        if given_back is not None:
+            index.assigned_of[given_back[0]].discard(given_back[1])
 
 
 def _patch_marked(index: ReplayIndex, data: dict[str, Any]) -> None:
@@ -238,6 +250,7 @@ _HANDLERS: dict[str, Callable[[ReplayIndex, dict[str, Any]], None]] = {
     EventType.PATCH_MARKED: _patch_marked,
     EventType.FIRST_DECIDED: _first_decided,
     EventType.MESSAGE_RECEIVED: _message_received,
+    EventType.MESSAGE_TAKEN: _message_taken,
     EventType.CHILD_STARTED: _child_started,
     EventType.CHILD_COMPLETED: _child_completed,
     EventType.TAGS_SET: _tags_set,

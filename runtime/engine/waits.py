@@ -221,9 +221,12 @@ def receive(execution: Execution, topic: str) -> Any:
         # Reached in a losing branch after its first() was decided: nothing would read the
         # message it took, which the run's next receive of the topic would not get.
         raise withdrawn_at_once(execution, wait_id)
-    n = execution.messages.take(topic, wait_id)
-    received = execution.index.messages.get(topic, [])
+    index = execution.index
+    n = execution.messages.take(topic, wait_id, index)
+    received = index.messages.get(topic, [])
     if n < len(received):
+        if index.takes and wait_id not in index.assigned and not execution.dry_run:
+            execution.record(EventType.MESSAGE_TAKEN, {"wait": wait_id, "topic": topic, "n": n})
         return received[n]
     if execution.dry_run:
         raise ReplayEnded(f"the run waits for a message {topic!r}")

@@ -4,6 +4,7 @@ delivered at once to a run that waits, each received once, in order."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -16,12 +17,13 @@ from runtime import (
     Runtime,
     Worker,
     first,
+    hook,
     receive,
     sleep,
     step,
     workflow,
 )
-from tests.raw_redis import rewrite_decisions
+from tests.raw_redis import as_recorded_before_takes, rewrite_log
 
 
 @workflow(name="inbox_wf")
@@ -230,12 +232,15 @@ async def test_a_log_decided_before_withdrawn_receives_took_none_replays_as_it_r
 
 async def _as_decided_before_the_fix(rt: Runtime, run_id: str) -> None:
     """Rewrite the run's log, ids kept, with its decisions as the code before this fix
-    recorded them: without the ``receives`` that take no message (nor the later ``kept``)."""
+    recorded them: without the ``receives`` that take no message, and with no record of
+    what each receive took (which came later)."""
 
-    def before_the_fix(data: dict[str, object]) -> None:
-        del data["receives"], data["kept"]
+    def before_the_fix(event_type: str, data: dict[str, Any]) -> dict[str, Any] | None:
+        if event_type == "first.decided":
+            del data["receives"]
+        return as_recorded_before_takes(event_type, data)
 
-    await rewrite_decisions(rt, run_id, before_the_fix)
+    await rewrite_log(rt, run_id, before_the_fix)
 
 
 handled: list[object] = []
@@ -257,6 +262,18 @@ async def handled_in_a_losing_branch_wf() -> list[object]:
     return [which, await receive("visitor")]
 
 
+async def _timed_out_then_sent(rt: Runtime, worker: Worker, wf: Any, message: str) -> str:
+    """Start ``wf``, let its first receive (a first() with a 200 ms timer) time out, send
+    ``message`` before any worker replays the run, then run it: the new run's id."""
+    run_id = await rt.start(wf)
+    await worker.drain()
+    await asyncio.sleep(0.3)
+    await worker.fire_due()
+    await rt.send(run_id, "visitor", message)
+    await worker.drain()
+    return run_id
+
+
 async def test_a_message_a_losing_branch_handed_to_a_step_is_not_received_again(
     rt: Runtime, worker: Worker
 ) -> None:
@@ -264,14 +281,192 @@ async def test_a_message_a_losing_branch_handed_to_a_step_is_not_received_again(
     step had handled the message already: the next receive takes the next message, not
     that one again. (A review found it handled twice.)"""
     handled.clear()
-    run_id = await rt.start(handled_in_a_losing_branch_wf)
-    await worker.drain()
-    await asyncio.sleep(0.3)
-    await worker.fire_due()
-    await rt.send(run_id, "visitor", "first")
-    await worker.drain()
+    run_id = await _timed_out_then_sent(rt, worker, handled_in_a_losing_branch_wf, "first")
     assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
     await rt.send(run_id, "visitor", "second")
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == [1, "second"]
     assert handled == ["first"]
+
+
+@step
+async def arrive_late() -> str:
+    await asyncio.sleep(0.2)
+    return "arrived"
+
+
+async def _late_listener() -> str:
+    await arrive_late()  # slow in the pass that runs it, at once in every replay
+    return await handle_message(await receive("visitor"))
+
+
+async def _early_listener() -> str:
+    await asyncio.sleep(0.1)  # (not durable: as long in every pass)
+    return await handle_message(await receive("visitor"))
+
+
+@workflow(name="two_listeners_wf")
+async def two_listeners_wf() -> list[object]:
+    # the timer fires, then a message comes before any worker replays the run: the receive
+    # is withdrawn, and the message waits in the log for the next receive
+    await first(receive("visitor"), sleep("200ms"))
+    return list(await asyncio.gather(_late_listener(), _early_listener()))
+
+
+async def test_receives_of_one_topic_in_parallel_tasks_keep_the_messages_they_took(
+    rt: Runtime, worker: Worker
+) -> None:
+    """Two tasks receive one topic: the early one takes the first message in the pass
+    where the late one is still in its step; in the next pass the late one's step returns at
+    once and it reaches its receive first. It takes the second message, not the first
+    again. Before, the first message was handled twice and the run blocked (the early
+    task's step was recorded with the first message, and now got the second)."""
+    handled.clear()
+    run_id = await _timed_out_then_sent(rt, worker, two_listeners_wf, "first")
+    assert handled == ["first"]
+    await rt.send(run_id, "visitor", "second")
+    await worker.drain()
+    await Worker(rt).drain()  # and a worker that replays the whole log
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, info.error
+    assert await rt.wait(run_id, timeout=5) == ["handled second", "handled first"]
+    assert handled == ["first", "second"]
+    taken = [e.data for e in await rt.events(run_id) if e.type == "message.taken"]
+    assert [(t["wait"].split(".", 1)[0], t["n"]) for t in taken] == [
+        ("m1_0", 0),  # the first()'s receive, which gives it back
+        ("m1_3", 0),
+        ("m1_2", 1),
+    ]
+
+
+async def test_each_receive_records_the_message_it_took_once(rt: Runtime, worker: Worker) -> None:
+    """One ``message.taken`` per message a receive took, written by the pass that handed
+    it out; a replay writes none again."""
+    run_id = await rt.start(inbox_wf)
+    await rt.send(run_id, "order", 1)
+    await worker.drain()
+    await rt.send(run_id, "order", 2)
+    await worker.drain()
+    await Worker(rt).drain()
+    assert await rt.wait(run_id, timeout=5) == [1, 2]
+    taken = [e.data for e in await rt.events(run_id) if e.type == "message.taken"]
+    assert taken == [
+        {"wait": "m0.order", "topic": "order", "n": 0},
+        {"wait": "m1.order", "topic": "order", "n": 1},
+    ]
+
+
+async def _late_listener_with_a_timeout() -> str:
+    await arrive_late()
+    return await handle_message(await receive("visitor", timeout="1h"))
+
+
+async def _early_listener_with_a_timeout() -> str:
+    await asyncio.sleep(0.1)  # (not durable: as long in every pass)
+    return await handle_message(await receive("visitor", timeout="1h"))
+
+
+@workflow(name="two_listeners_with_timeouts_wf")
+async def two_listeners_with_timeouts_wf() -> list[object]:
+    await first(receive("visitor"), sleep("200ms"))
+    return list(
+        await asyncio.gather(_late_listener_with_a_timeout(), _early_listener_with_a_timeout())
+    )
+
+
+async def _late_task() -> str:
+    await arrive_late()
+    return await handle_message(await receive("visitor"))
+
+
+@workflow(name="listener_beside_its_task_wf")
+async def listener_beside_its_task_wf() -> list[object]:
+    await first(receive("visitor"), sleep("200ms"))
+    task = asyncio.create_task(_late_task())
+    await asyncio.sleep(0.1)  # (not durable: as long in every pass)
+    mine = await handle_message(await receive("visitor"))
+    return [mine, await task]
+
+
+@pytest.mark.parametrize(
+    ("wf", "result"),
+    [
+        # a receive with a timeout is a first() of the receive and a timer
+        (two_listeners_with_timeouts_wf, ["handled second", "handled first"]),
+        # the workflow's own receive against a task it created
+        (listener_beside_its_task_wf, ["handled first", "handled second"]),
+    ],
+)
+async def test_receives_that_race_keep_the_messages_they_took(
+    rt: Runtime, worker: Worker, wf: Any, result: list[str]
+) -> None:
+    """As the two listeners above, where one receive has a timeout, or is the workflow's
+    own. (A review found both blocked by a version that recorded only the takes of a task's
+    receive outside any first().)"""
+    handled.clear()
+    run_id = await _timed_out_then_sent(rt, worker, wf, "first")
+    assert handled == ["first"]
+    await rt.send(run_id, "visitor", "second")
+    await worker.drain()
+    await Worker(rt).drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, info.error
+    assert await rt.wait(run_id, timeout=5) == result
+    assert handled == ["first", "second"]
+
+
+async def _receive_then_linger() -> object:
+    message = await receive("visitor")
+    await asyncio.sleep(0.1)  # (not durable: the other task takes its message meanwhile)
+    return message
+
+
+async def _nudged() -> int:
+    which, _ = await first(_receive_then_linger(), sleep("300ms"))
+    return which
+
+
+@step
+async def long_step() -> str:
+    await asyncio.sleep(0.6)
+    return "done"
+
+
+async def _after_the_go() -> object:
+    await hook("go")
+    await long_step()
+    await asyncio.sleep(0.02)  # (not durable: reached after the other receive, every pass)
+    return await handle_message(await receive("visitor"))
+
+
+@workflow(name="given_back_beside_another_wf")
+async def given_back_beside_another_wf() -> list[object]:
+    nudged, other = await asyncio.gather(_nudged(), _after_the_go())
+    mine = await handle_message(await receive("visitor"))
+    await hook("next")
+    return [nudged, other, mine]
+
+
+async def test_a_message_given_back_goes_to_the_next_receive_whatever_was_taken_since(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The timer of a first() fires while a pass runs, and two messages come: the first()'s
+    receive gives its message back after another task's receive took the next; the run's
+    own receive takes the one given back. (A review found it skipped: the count of the
+    topic went back one from the other task's number, and the run waited with the message
+    unread in its log; before the messages were recorded, a message was handled twice.)"""
+    handled.clear()
+    run_id = await rt.start(given_back_beside_another_wf)
+    await worker.drain()
+    [go] = [h for h in await rt.list_hooks(run_id=run_id) if h.name == "go"]
+    await rt.resume_hook(go.token, 1)
+    draining = asyncio.ensure_future(worker.drain())  # long_step takes 0.6 s
+    await asyncio.sleep(0.4)
+    await Worker(rt).fire_due()  # the first()'s timer fires while the pass runs
+    await rt.send(run_id, "visitor", "first")
+    await rt.send(run_id, "visitor", "second")
+    await draining
+    await worker.drain()
+    await Worker(rt).drain()
+    assert sorted(map(str, handled)) == ["first", "second"]
+    assert [h.name for h in await rt.list_hooks(run_id=run_id)] == ["next"]

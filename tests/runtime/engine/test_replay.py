@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from runtime.engine.replay import Call, ReplayIndex, StepFailure
-from runtime.models import Event, EventType
+from runtime.models import LOG_SCOPED, LOG_TAKES, Event, EventType
 
 # The fields these tests cover: an event must change the ones it concerns and no other.
 FIELDS = (
@@ -29,9 +29,9 @@ FIELDS = (
     "firsts",
     "closed",
     "untaken",
-    "keeping",
-    "kept",
     "messages",
+    "assigned",
+    "assigned_of",
     "message_at",
     "step_patches",
     "children",
@@ -39,6 +39,7 @@ FIELDS = (
     "tags",
     "origin",
     "scoped",
+    "takes",
 )
 
 
@@ -88,6 +89,15 @@ def test_workflow_started_says_whether_tasks_number_their_own_calls() -> None:
     assert _only_changed(index) == {"scoped"}
     index.add(EventType.WORKFLOW_STARTED, {"args": []})  # a run started before 2026-12-02
     assert index.scoped is False
+
+
+def test_workflow_started_says_whether_receives_record_what_they_took() -> None:
+    index = ReplayIndex()
+    index.add(EventType.WORKFLOW_STARTED, {"args": [], "scoped": LOG_TAKES})
+    assert index.scoped is True and index.takes is True
+    assert _only_changed(index) == {"scoped", "takes"}
+    index.add(EventType.WORKFLOW_STARTED, {"args": [], "scoped": LOG_SCOPED})
+    assert index.scoped is True and index.takes is False
 
 
 def test_the_origin_is_the_id_of_workflow_started() -> None:
@@ -411,22 +421,19 @@ def test_a_decision_names_the_withdrawn_receives_that_take_no_message() -> None:
     assert _only_changed(index) == {"firsts", "closed", "untaken"}
 
 
-def test_a_decision_names_the_losing_receives_that_keep_their_message() -> None:
+def test_a_recorded_take_names_the_receive_and_its_message() -> None:
     index = ReplayIndex()
-    decision = {"seq": "2_1.0", "winner": 0, "closed": ["h0.b"], "kept": ["m2_1.0_0.0.x"]}
+    index.add(EventType.MESSAGE_TAKEN, {"wait": "m1_0.0.x", "topic": "x", "n": 2})
+    assert index.assigned == {"m1_0.0.x": ("x", 2)} and index.assigned_of == {"x": {2}}
+    assert _only_changed(index) == {"assigned", "assigned_of"}
+
+
+def test_a_withdrawn_receive_gives_back_the_message_it_took() -> None:
+    index = ReplayIndex()
+    index.add(EventType.MESSAGE_TAKEN, {"wait": "m0.x", "topic": "x", "n": 0})
+    decision = {"seq": 1, "winner": 1, "closed": ["m0.x"], "receives": ["m0.x"]}
     index.add(EventType.FIRST_DECIDED, decision)
-    assert index.keeping == {"2_1.0"} and index.kept == {"m2_1.0_0.0.x"}
-    assert _only_changed(index) == {"firsts", "closed", "keeping", "kept"}
-
-
-def test_a_decision_that_lists_no_kept_receives_does_not_keep_any() -> None:
-    """(The code before this field recorded none: its decisions keep every receive.)"""
-    index = ReplayIndex()
-    index.add(EventType.FIRST_DECIDED, {"seq": 4, "winner": 0, "closed": [], "kept": []})
-    assert index.keeping == {4} and index.kept == set()
-    legacy = ReplayIndex()
-    legacy.add(EventType.FIRST_DECIDED, {"seq": 4, "winner": 0, "closed": []})
-    assert legacy.keeping == set()
+    assert index.untaken == {"m0.x"} and index.assigned == {} and index.assigned_of == {"x": set()}
 
 
 def test_the_end_of_a_wait_is_dated_by_its_event_id() -> None:
