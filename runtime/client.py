@@ -38,7 +38,7 @@ from .ids import (
     check_session_id,
     new_session_id,
 )
-from .models import LOG_TAKES, RunStatus
+from .models import LOG_FORMAT, RunStatus
 from .registry import get_workflow
 from .settings import (
     DEFAULT_LEASE_SECONDS,
@@ -189,7 +189,7 @@ class Runtime(AnswerCalls, OperatorCalls):
         if run_id is not None and idempotency_key is not None:
             raise UsageError("give a run id or an idempotency key, not both")
         checked = check_tags(tags, run_id=run_id) if tags else None
-        started: dict[str, Any] = {"args": list(args), "scoped": LOG_TAKES}
+        started: dict[str, Any] = {"args": list(args), "scoped": LOG_FORMAT}
         if kwargs:
             started["kwargs"] = kwargs
         if checked:

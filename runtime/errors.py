@@ -29,6 +29,7 @@ response can always say *which* run went wrong::
     ├── RunCancelled               `Runtime.wait` on a run that was cancelled
     ├── WaitTimeout                `Runtime.wait` gave up before the run finished
     ├── NondeterminismError        the workflow's code no longer matches the run's log
+    ├── LogFormatUnknown           the run's log was recorded by a newer Parley than this one
     └── StoreUnavailable           the store (Redis) cannot be reached now; retry later
         └── ReplicationUnconfirmed the master wrote it, no replica confirmed it in time
 """
@@ -49,6 +50,7 @@ __all__ = [
     "InvalidTag",
     "InvalidToken",
     "LeaseLost",
+    "LogFormatUnknown",
     "MessageTimeout",
     "NondeterminismError",
     "ParleyError",
@@ -98,6 +100,18 @@ class UsageError(ParleyError):
 
 class WorkflowNotFound(UsageError):
     code = "workflow_not_found"
+
+
+class LogFormatUnknown(ParleyError):
+    """The run's log was recorded in a form this version of Parley cannot replay (a newer
+    one started the run): it is left for a worker that can, not replayed wrongly."""
+
+    code = "log_format_unknown"
+
+    def __init__(self, message: str, *, run_id: str, log_format: int, newest: int) -> None:
+        super().__init__(message, run_id=run_id)
+        self.log_format = log_format
+        self.newest = newest
 
 
 class InvalidTag(UsageError):

@@ -103,6 +103,12 @@ class Metrics:
             "Runs this process parked because it does not serve their version",
             registry=self.registry,
         )
+        self.log_format_unknown = Counter(
+            "parley_runs_of_a_newer_log_format",
+            "Executions this process left to another worker: the run's log was recorded by a "
+            "newer Parley (upgrade every worker)",
+            registry=self.registry,
+        )
         self.last_read = Gauge(
             "parley_worker_last_read_timestamp_seconds",
             "When this worker last read its task queues (a read returns at least every few "

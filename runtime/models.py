@@ -83,6 +83,9 @@ class EventType(enum.StrEnum):
 # receive records the message it took (message.taken; engine/messages.py).
 LOG_SCOPED = 1
 LOG_TAKES = 2
+# What new runs record, and the newest a worker of this version replays: a run recorded in
+# a newer one (a newer Parley's, during a rolling upgrade) is left for a worker that knows it.
+LOG_FORMAT = LOG_TAKES
 
 
 # Events that wake a suspended run (an answer, an expiry, a timer).

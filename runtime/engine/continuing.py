@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from .._codec import encode_value
-from ..models import LOG_TAKES
+from ..models import LOG_FORMAT
 from .signals import ContinueAsNew
 
 
@@ -18,7 +18,7 @@ def successor_input(
 ) -> tuple[bytes, bytes | None]:
     """The successor's workflow.started data (its arguments, the run's current tags) and
     its tags as the store indexes them (None: untagged)."""
-    started: dict[str, Any] = {"args": list(signal.args_), "scoped": LOG_TAKES}
+    started: dict[str, Any] = {"args": list(signal.args_), "scoped": LOG_FORMAT}
     if signal.kwargs:
         started["kwargs"] = signal.kwargs
     if tags:

@@ -20,11 +20,12 @@ from .. import _clock
 from .._codec import dumps, loads
 from ..errors import (
     EventLimitExceeded,
+    LogFormatUnknown,
     NondeterminismError,
     UsageError,
 )
 from ..ids import make_token
-from ..models import WAKING_EVENTS, Event, EventType
+from ..models import LOG_FORMAT, WAKING_EVENTS, Event, EventType
 from ..registry import WorkflowDef
 from ..settings import Limits
 from ..store import Claim, KnownLog, Store, Writes
@@ -118,6 +119,14 @@ class Execution(Endings):
             self.index, known_last = ReplayIndex(), "0-0"
             self.data_bytes = claim.data_bytes
         self.index.add_all(events)
+        if self.index.log_format > LOG_FORMAT:
+            raise LogFormatUnknown(
+                f"the run's log was recorded in format {self.index.log_format} (by a newer"
+                f" Parley); this worker replays formats up to {LOG_FORMAT}",
+                run_id=run_id,
+                log_format=self.index.log_format,
+                newest=LOG_FORMAT,
+            )
         self.last_id = events[-1].id if events else known_last
         # How many events the log holds up to last_id, and its history generation: what
         # the next claim is told this worker knows (see replay_cache).

@@ -90,6 +90,7 @@ class ReplayIndex:
     # Whether its receives record the messages they took (models.LOG_TAKES): else each
     # takes the next of its topic in the order they are reached, as such a run recorded.
     takes: bool = False
+    log_format: int = 0  # as its workflow.started says (models.LOG_FORMAT)
 
     def add(
         self, event_type: EventType | str, data: dict[str, Any], event_id: str | None = None
@@ -127,9 +128,9 @@ def _started(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.args = list(data.get("args", []))
     index.kwargs = dict(data.get("kwargs", {}))
     index.tags = dict(data.get("tags", {}))
-    log_format = int(data.get("scoped", 0))
-    index.scoped = log_format >= LOG_SCOPED
-    index.takes = log_format >= LOG_TAKES
+    index.log_format = int(data.get("scoped", 0))
+    index.scoped = index.log_format >= LOG_SCOPED
+    index.takes = index.log_format >= LOG_TAKES
 
 
 def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:

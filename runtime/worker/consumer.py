@@ -14,7 +14,7 @@ from .. import tracing
 from ..engine.execution import Execution
 from ..engine.replay_cache import CachedReplay, ReplayCache
 from ..engine.signals import Abort, Interrupted
-from ..errors import LeaseLost, StoreUnavailable, WorkflowNotFound
+from ..errors import LeaseLost, LogFormatUnknown, StoreUnavailable, WorkflowNotFound
 from ..metrics import Metrics
 from ..models import WAKING_EVENTS, EventType
 from ..registry import get_workflow
@@ -266,15 +266,22 @@ class TaskConsumer:
             except WorkflowNotFound as exc:
                 log.error("cannot execute: %s; task left for another worker", exc, extra=ctx)
                 return
-            execution = Execution(
-                self.store,
-                run_id,
-                workflow,
-                claim,
-                limits=self.limits,
-                retention_seconds=self.retention_seconds,
-                cached=cached,
-            )
+            try:
+                execution = Execution(
+                    self.store,
+                    run_id,
+                    workflow,
+                    claim,
+                    limits=self.limits,
+                    retention_seconds=self.retention_seconds,
+                    cached=cached,
+                )
+            except LogFormatUnknown as exc:
+                # Upgrade every worker: until then the run waits (its lease lapses and its
+                # task goes to another worker), rather than being replayed wrongly.
+                log.error("cannot execute: %s; task left for another worker", exc, extra=ctx)
+                self.metrics.log_format_unknown.inc()
+                return
             if cached is not None:
                 if claim.tail:
                     self.replay_cache.hits += 1

@@ -27,7 +27,7 @@ from ..engine.signals import ContinueAsNew, StepScope
 from ..engine.waits import STEP_HOOK_TIMEOUT, OnTimeout
 from ..errors import MessageTimeout, UsageError
 from ..ids import check_name
-from ..models import LOG_TAKES
+from ..models import LOG_FORMAT
 from ..registry import get_workflow
 
 __all__ = [
@@ -175,9 +175,9 @@ async def child(workflow: str | Callable[..., Any], /, *args: Any, **kwargs: Any
         raise UsageError("child() is for the workflow body", run_id=execution.run_id)
     name = get_workflow(workflow).name if callable(workflow) else check_name(workflow, "workflow")
     started = encode_value(
-        {"args": list(args), "kwargs": kwargs, "scoped": LOG_TAKES}
+        {"args": list(args), "kwargs": kwargs, "scoped": LOG_FORMAT}
         if kwargs
-        else {"args": list(args), "scoped": LOG_TAKES},
+        else {"args": list(args), "scoped": LOG_FORMAT},
         what="child workflow input",
         limit=execution.limits.max_payload_bytes,
         run_id=execution.run_id,

@@ -1,0 +1,79 @@
+"""A run whose log a newer Parley recorded (a rolling upgrade: workers of two versions on
+one store) is not replayed by a worker that does not know its form: the worker leaves it,
+says why, and a worker that knows it runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import pytest
+
+from runtime import LogFormatUnknown, RunStatus, Runtime, Worker, hook, workflow
+from runtime.engine.execution import Execution
+from runtime.models import LOG_FORMAT, Event
+from runtime.registry import get_workflow
+from runtime.settings import Limits
+from runtime.store import Claim, ClaimStatus
+from tests.raw_redis import rewrite_log
+
+
+@workflow(name="log_format_wf")
+async def log_format_wf() -> Any:
+    return await hook("q")
+
+
+def _started_in(log_format: int) -> Any:
+    def change(event_type: str, data: dict[str, Any]) -> dict[str, Any]:
+        if event_type == "workflow.started":
+            data["scoped"] = log_format
+        return data
+
+    return change
+
+
+async def test_a_run_of_a_newer_log_format_is_left_for_a_worker_that_knows_it(
+    backend_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Runtime(backend_url, partitions=2, lease_seconds=0.05) as rt:
+        run_id = await rt.start(log_format_wf)
+        await rewrite_log(rt, run_id, _started_in(LOG_FORMAT + 1))
+        older = Worker(rt)
+        with caplog.at_level(logging.ERROR, logger="parley.worker"):
+            await older.drain()
+        assert [e.type for e in await rt.events(run_id)] == ["workflow.started"]  # nothing run
+        assert f"recorded in format {LOG_FORMAT + 1}" in caplog.text and run_id in caplog.text
+        assert older.metrics.log_format_unknown._value.get() == 1
+        # A worker that knows the format (here: the log as this version records it) takes
+        # the task over once the lease lapses, and runs the run.
+        await rewrite_log(rt, run_id, _started_in(LOG_FORMAT))
+        newer = Worker(rt, visibility_timeout=0)
+        deadline = time.monotonic() + 5
+        while (await rt.get_run(run_id)).status is not RunStatus.SUSPENDED:
+            assert time.monotonic() < deadline, "no worker took the run over"
+            await newer.reclaim()
+            await newer.drain()
+            await asyncio.sleep(0.01)
+
+
+def test_the_error_says_which_run_and_which_formats() -> None:
+    claim = Claim(
+        ClaimStatus.OK,
+        fence="1",
+        workflow="log_format_wf",
+        events=[Event("1-0", "workflow.started", {"args": [], "scoped": LOG_FORMAT + 5})],
+    )
+    with pytest.raises(LogFormatUnknown) as raised:
+        Execution(
+            None,  # type: ignore[arg-type]  (not reached: the index refuses first)
+            "r-1",
+            get_workflow("log_format_wf"),
+            claim,
+            limits=Limits(),
+            retention_seconds=60,
+        )
+    error = raised.value
+    assert (error.run_id, error.log_format, error.newest) == ("r-1", LOG_FORMAT + 5, LOG_FORMAT)
+    assert error.code == "log_format_unknown"
