@@ -389,11 +389,14 @@ class Execution(Endings):
         lua/send.lua)."""
         if any(wait in self.index.completed_at for wait in waits):
             return True
+        suspended: dict[str, list[str]] = {}  # topic -> its receives suspended in this pass
         for wait, topic in self.receiving.items():
-            n = self.messages.number(wait) if wait in waits else None
-            if n is not None and n < len(self.index.messages.get(topic, ())):
-                return True  # the message it was to take has come
-        return False
+            if wait in waits:
+                suspended.setdefault(topic, []).append(wait)
+        return any(
+            self.messages.unread(topic, receives, self.index)
+            for topic, receives in suspended.items()
+        )
 
     def remembered(self) -> CachedReplay | None:
         """What the worker may keep of this execution for the run's next claim: only after

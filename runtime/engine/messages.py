@@ -16,6 +16,8 @@ receive of its topic.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .replay import ReplayIndex
 
 
@@ -63,18 +65,48 @@ class PassMessages:
         while n in recorded or n in numbers:
             n += 1
         freed = self._freed.get(topic)
-        if freed and min(freed) < n:
-            n = min(freed)
+        if freed:
+            if min(freed) < n:
+                n = min(freed)
+                freed.discard(n)
+                return n
+            # Race closed: the search found a number given back (no longer recorded nor
+            # taken), and the next receive took it again from those given back.
             freed.discard(n)
-            return n
         self._next[topic] = n + 1
         return n
 
-    def number(self, wait: str) -> int | None:
-        """The number of the message the receive ``wait`` took in this pass, if it took one
-        (it may not have come yet)."""
-        taken = self._taken.get(wait)
-        return None if taken is None else taken[1]
+    def unread(self, topic: str, waiting: Sequence[str], index: ReplayIndex) -> bool:
+        """Whether the log holds a message of ``topic`` that the receives ``waiting``
+        (suspended in this pass) could take: the one a receive was to take came after it
+        took its number (a later write of the pass brought it back), or one no receive
+        holds (given back since)."""
+        received = len(index.messages.get(topic, ()))
+        if self._by_order:
+            # Where a pass run again would count a suspended receive to: its rank among this
+            # pass's takes of the topic (in the order they were reached; those given back
+            # take none). Race closed: "the suspended receives took the last numbers" missed
+            # a message when a receive that kept its number came after them (a losing one,
+            # in decisions recorded before they listed their receives).
+            rank, suspended = 0, set(waiting)
+            for wait, (taken_topic, _) in self._taken.items():
+                if taken_topic == topic:
+                    if wait in suspended and rank < received:
+                        return True
+                    rank += 1
+            return False
+        if any(self._taken[wait][1] < received for wait in waiting if wait in self._taken):
+            return True
+        # Below where the search got to, every number was taken then: those given back
+        # since are free; above it, any that nothing took.
+        if any(n < received for n in self._freed.get(topic, ())):
+            return True
+        numbers = self._numbers.get(topic, ())
+        recorded = index.assigned_of.get(topic, ())
+        return any(
+            n not in numbers and n not in recorded
+            for n in range(self._next.get(topic, 0), received)
+        )
 
     def took(self, wait: str) -> bool:
         """Whether ``wait`` is a receive that took a message number in this pass."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import runtime.client
 from runtime import (
     STEP_HOOK_TIMEOUT,
     MessageTimeout,
@@ -23,6 +24,7 @@ from runtime import (
     step,
     workflow,
 )
+from runtime.models import LOG_FORMAT, LOG_SCOPED
 from tests.raw_redis import as_recorded_before_takes, rewrite_log
 
 
@@ -470,3 +472,139 @@ async def test_a_message_given_back_goes_to_the_next_receive_whatever_was_taken_
     await Worker(rt).drain()
     assert sorted(map(str, handled)) == ["first", "second"]
     assert [h.name for h in await rt.list_hooks(run_id=run_id)] == ["next"]
+
+
+async def _ask_and_listen() -> object:
+    return await asyncio.gather(hook("h"), receive("visitor"))  # its receive takes "a"
+
+
+@workflow(name="given_back_then_two_wf")
+async def given_back_then_two_wf() -> list[object]:
+    which, _ = await first(hook("stop"), _ask_and_listen())
+    a = await handle_message(await receive("visitor"))
+    b = await handle_message(await receive("visitor"))
+    return [which, a, b]
+
+
+async def test_a_message_given_back_is_taken_by_one_receive(rt: Runtime, worker: Worker) -> None:
+    """A branch's receive took a message in one pass and gives it back when its branch
+    loses in a later one: the next receive takes it, and the one after waits for the next
+    message. (A review found both took it: handled twice, the next message never read.)"""
+    handled.clear()
+    run_id = await rt.start(given_back_then_two_wf)
+    await rt.send(run_id, "visitor", "a")
+    await worker.drain()
+    [stop] = [h for h in await rt.list_hooks(run_id=run_id) if h.name == "stop"]
+    await rt.resume_hook(stop.token, 1)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await rt.send(run_id, "visitor", "b")
+    await worker.drain()
+    await Worker(rt).drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "handled a", "handled b"]
+    assert handled == ["a", "b"]
+
+
+async def _with_a_timeout() -> int:
+    which, _ = await first(receive("visitor"), sleep("300ms"))
+    return which
+
+
+async def _right_after() -> object:
+    await asyncio.sleep(0)  # (not durable: reached just after the other receive, every pass)
+    return await handle_message(await receive("visitor"))
+
+
+@workflow(name="given_back_to_a_waiting_receive_wf")
+async def given_back_to_a_waiting_receive_wf() -> list[object]:
+    return list(await asyncio.gather(_with_a_timeout(), _right_after()))
+
+
+@pytest.mark.parametrize("log_format", [LOG_SCOPED, LOG_FORMAT])
+async def test_a_message_given_back_goes_to_a_receive_that_suspended_in_the_pass(
+    rt: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch, log_format: int
+) -> None:
+    """The timer fires, then a message comes, before the next pass: in it the timed receive
+    takes the message, the other receive suspends on the next, and the timeout wins: the
+    pass runs again, and the other receive takes the message given back. Also in a run
+    recorded before receives recorded their messages. (A review found the run suspended
+    with the message unread.)"""
+    monkeypatch.setattr(runtime.client, "LOG_FORMAT", log_format)  # what the start records
+    handled.clear()
+    run_id = await rt.start(given_back_to_a_waiting_receive_wf)
+    await worker.drain()
+    await asyncio.sleep(0.35)
+    await worker.fire_due()
+    await rt.send(run_id, "visitor", "a")
+    await worker.drain()
+    await Worker(rt).drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, info.error
+    assert await rt.wait(run_id, timeout=5) == [1, "handled a"]
+
+
+_sender_of: dict[str, Any] = {}  # "rt" and "run": where the sending step sends
+
+
+@step
+async def send_to_this_run(payload: str) -> str:
+    await _sender_of["rt"].send(_sender_of["run"], "visitor", payload)
+    return "sent"
+
+
+@step
+async def next_step() -> str:
+    return "next"
+
+
+async def _listen() -> object:
+    return await handle_message(await receive("visitor"))  # reached first: message 0
+
+
+async def _decided_before() -> int:
+    await asyncio.sleep(0.01)  # (not durable: after the other receive, in every pass)
+    which, _ = await first(hook("stop"), receive("visitor"))  # its receive: message 1
+    return which
+
+
+async def _send_in_the_pass() -> object:
+    await hook("go")
+    await asyncio.sleep(0.03)  # (not durable)
+    await send_to_this_run("m")  # straight to the log: the run last waited on the topic
+    await next_step()  # the write before it brings "m" back into the pass
+    return await hook("h")
+
+
+@workflow(name="old_decision_beside_a_listener_wf")
+async def old_decision_beside_a_listener_wf() -> list[object]:
+    return list(await asyncio.gather(_listen(), _decided_before(), _send_in_the_pass()))
+
+
+def _before_decisions_listed_receives(event_type: str, data: dict[str, Any]) -> dict[str, Any]:
+    if event_type == "first.decided":
+        data.pop("receives", None)
+    return data
+
+
+async def test_an_old_run_whose_message_came_in_the_pass_takes_it(
+    rt: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run recorded before receives recorded their messages, with a decision recorded
+    before decisions listed their receives (its losing receive takes a number in every
+    replay, after the receive that waits): a message that a write of the pass brings back
+    is the waiting receive's, and the pass runs again instead of suspending. (A review
+    found the run suspended with the message unread, nothing to wake it.)"""
+    monkeypatch.setattr(runtime.client, "LOG_FORMAT", LOG_SCOPED)
+    handled.clear()
+    run_id = await rt.start(old_decision_beside_a_listener_wf)
+    _sender_of.update(rt=rt, run=run_id)
+    await worker.drain()
+    [stop] = [h for h in await rt.list_hooks(run_id=run_id) if h.name == "stop"]
+    await rt.resume_hook(stop.token, 0)
+    await Worker(rt).drain()  # decided: stop won
+    await rewrite_log(rt, run_id, _before_decisions_listed_receives)
+    [go] = [h for h in await rt.list_hooks(run_id=run_id) if h.name == "go"]
+    await rt.resume_hook(go.token, 1)
+    await Worker(rt).drain()
+    await Worker(rt).drain()
+    assert handled == ["m"]
