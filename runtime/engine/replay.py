@@ -83,14 +83,22 @@ class ReplayIndex:
     # The id of the run's workflow.started: this incarnation of the run id (an id is free
     # again once its run expired), which the ids of its children and successor derive from.
     origin: str = ""
-    # Whether each task of the workflow numbers its own durable calls (engine/scopes.py):
-    # runs started since 2026-12-02; the log of one started before numbered them in one
-    # sequence across its tasks, and replays it that way.
-    scoped: bool = False
-    # Whether its receives record the messages they took (models.LOG_TAKES): else each
-    # takes the next of its topic in the order they are reached, as such a run recorded.
-    takes: bool = False
-    log_format: int = 0  # as its workflow.started says (models.LOG_FORMAT)
+    # How the log was recorded, as its workflow.started says (models.LOG_FORMAT; 0 for
+    # runs started before 2026-12-02)
+    log_format: int = 0
+
+    @property
+    def scoped(self) -> bool:
+        """Whether each task of the workflow numbers its own durable calls
+        (engine/scopes.py); else they were numbered in one sequence across its tasks, and
+        are replayed that way."""
+        return self.log_format >= LOG_SCOPED
+
+    @property
+    def takes(self) -> bool:
+        """Whether its receives record the messages they took; else each takes the next of
+        its topic in the order they are reached, as such a run recorded."""
+        return self.log_format >= LOG_TAKES
 
     def add(
         self, event_type: EventType | str, data: dict[str, Any], event_id: str | None = None
@@ -129,8 +137,6 @@ def _started(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.kwargs = dict(data.get("kwargs", {}))
     index.tags = dict(data.get("tags", {}))
     index.log_format = int(data.get("scoped", 0))
-    index.scoped = index.log_format >= LOG_SCOPED
-    index.takes = index.log_format >= LOG_TAKES
 
 
 def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:
