@@ -108,7 +108,7 @@ class LogFormatUnknown(ParleyError):
 
     code = "log_format_unknown"
 
-    def __init__(self, message: str, *, run_id: str, log_format: int, newest: int) -> None:
+    def __init__(self, message: str, *, run_id: str, log_format: object, newest: int) -> None:
         super().__init__(message, run_id=run_id)
         self.log_format = log_format
         self.newest = newest

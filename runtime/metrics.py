@@ -104,9 +104,9 @@ class Metrics:
             registry=self.registry,
         )
         self.log_format_unknown = Counter(
-            "parley_runs_of_a_newer_log_format",
-            "Executions this process left to another worker: the run's log was recorded by a "
-            "newer Parley (upgrade every worker)",
+            "parley_log_format_refusals",
+            "Claims of runs this process gave back without executing them: the run's log was "
+            "recorded by a newer Parley (upgrade every worker)",
             registry=self.registry,
         )
         self.last_read = Gauge(

@@ -73,6 +73,17 @@ def _scope_task(context: contextvars.Context) -> contextvars.Context:
     return context
 
 
+def _check_log_format(run_id: str, log_format: object) -> None:
+    if type(log_format) is not int or log_format > LOG_FORMAT:
+        raise LogFormatUnknown(
+            f"the run's log was recorded in format {log_format!r} (by a newer Parley); this"
+            f" worker replays formats up to {LOG_FORMAT}",
+            run_id=run_id,
+            log_format=log_format,
+            newest=LOG_FORMAT,
+        )
+
+
 class Execution(Endings):
     """One run of a workflow's code by the worker that holds the run's lease.
 
@@ -118,15 +129,11 @@ class Execution(Endings):
         else:
             self.index, known_last = ReplayIndex(), "0-0"
             self.data_bytes = claim.data_bytes
+        if events and events[0].type == EventType.WORKFLOW_STARTED:
+            # before the log is read: a newer form may have changed its events' shapes
+            # (a tail's index was built here, of a log this worker knew)
+            _check_log_format(run_id, events[0].data.get("scoped", 0))
         self.index.add_all(events)
-        if self.index.log_format > LOG_FORMAT:
-            raise LogFormatUnknown(
-                f"the run's log was recorded in format {self.index.log_format} (by a newer"
-                f" Parley); this worker replays formats up to {LOG_FORMAT}",
-                run_id=run_id,
-                log_format=self.index.log_format,
-                newest=LOG_FORMAT,
-            )
         self.last_id = events[-1].id if events else known_last
         # How many events the log holds up to last_id, and its history generation: what
         # the next claim is told this worker knows (see replay_cache).

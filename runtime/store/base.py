@@ -150,6 +150,11 @@ class Store(Protocol):
         version not in ``serves`` is parked instead (PARKED) until :meth:`unpark`. Given
         ``known`` and a log that still extends it, only the events after it are read."""
 
+    async def release(self, run_id: str, fence: str, *, first: bool) -> bool:
+        """Give back the lease ``fence`` holds, for an execution that will not run: the run
+        is pending again, and bound to no version if its claim was its ``first``. False if
+        the lease had moved on (nothing changed)."""
+
     async def unpark(self, versions: Sequence[str]) -> int:
         """Send the runs parked for ``versions`` back to the workers; how many."""
 

@@ -67,6 +67,7 @@ class Claim(NamedTuple):
     event_count: int = 0  # events in the whole log
     generation: str = ""  # of the log's history (see KnownLog)
     data_bytes: int = 0  # of ``events``' data, as JSON (bounds what a worker remembers)
+    first: bool = False  # this claim was the run's first: it recorded the worker's version
 
 
 class Finish(NamedTuple):

@@ -277,10 +277,13 @@ class TaskConsumer:
                     cached=cached,
                 )
             except LogFormatUnknown as exc:
-                # Upgrade every worker: until then the run waits (its lease lapses and its
-                # task goes to another worker), rather than being replayed wrongly.
+                # Upgrade every worker: until then the run waits (its task goes to another
+                # worker), rather than being replayed wrongly. Its lease and, if this was
+                # its first claim, its version are given back: recorded as this worker's,
+                # the version would make the workers that can run it park it.
                 log.error("cannot execute: %s; task left for another worker", exc, extra=ctx)
                 self.metrics.log_format_unknown.inc()
+                await self.store.release(run_id, claim.fence, first=claim.first)
                 return
             if cached is not None:
                 if claim.tail:

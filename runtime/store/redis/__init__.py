@@ -67,6 +67,7 @@ class Scripts:
             setattr(self, name, Script(batcher, _scripts.source(name)))
 
     claim: Script
+    release: Script
     apply: Script
     retry: Script
     unpark: Script

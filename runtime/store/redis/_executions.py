@@ -172,7 +172,9 @@ class ExecutionStore(CompactionStore):
             return Claim(ClaimStatus.BUSY)
         if reply[0] == b"parked":
             return Claim(ClaimStatus.PARKED)
-        fence, workflow, session, entries, checkpoints, parent, mode, count, gen = reply[1:10]
+        fence, workflow, session, entries, checkpoints, parent, mode, count, gen, first = reply[
+            1:11
+        ]
         return Claim(
             ClaimStatus.OK,
             fence=fence.decode(),
@@ -186,7 +188,13 @@ class ExecutionStore(CompactionStore):
             tail=mode == b"tail",
             event_count=int(count),
             generation=gen.decode(),
+            first=first == b"1",
         )
+
+    async def release(self, run_id: str, fence: str, *, first: bool) -> bool:
+        keys = self._run(run_id)
+        reply = await self.scripts.release(keys=keys.declared, args=[fence, "1" if first else "0"])
+        return bool(reply)
 
     async def apply(
         self,

@@ -19,7 +19,8 @@
 --       ms, this worker's version, the versions it serves.
 -- Returns {'skipped', status} | {'busy'} | {'parked', version}
 --       | {'ok', fence, workflow, session, events, ckpts, parent run id or '',
---          'tail' | 'full', event count, generation}.
+--          'tail' | 'full', event count, generation, '1' if this claim recorded the
+--          run's version (its first) else '0'}.
 local keys = run_keys()
 local now, msg = tonumber(ARGV[1]), ARGV[2]
 local known_id, known_count, known_gen = ARGV[3], tonumber(ARGV[4]), ARGV[5]
@@ -79,4 +80,4 @@ if known_id ~= '' and known_gen == gen then
 end
 if not events then events = redis.call('XRANGE', keys.events, '-', '+') end
 return {'ok', fence, rs[3], rs[4] or '', events, redis.call('HGETALL', keys.ckpt),
-  rs[7] or '', mode, rs[8] or '0', gen}
+  rs[7] or '', mode, rs[8] or '0', gen, version and '0' or '1'}
