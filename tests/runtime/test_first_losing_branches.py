@@ -25,6 +25,7 @@ from runtime import (
     workflow,
 )
 from tests.apps import children_app  # noqa: F401  (registers the workflows)
+from tests.apps.messages_app import handle_message, handled
 from tests.raw_redis import as_recorded_before_takes, rewrite_log
 
 
@@ -491,15 +492,6 @@ async def test_a_receive_a_losing_branch_reaches_after_the_decision_takes_no_mes
     assert await rt.wait(run_id, timeout=5) == [0, "m"]
 
 
-handled: list[object] = []
-
-
-@step
-async def handle(message: object) -> str:
-    handled.append(message)
-    return f"handled {message}"
-
-
 async def _listen_and_ask() -> Any:
     return await asyncio.gather(receive("x"), hook("h"))
 
@@ -510,9 +502,9 @@ async def receive_kept_by_a_losing_branch_wf() -> Any:
     # is withdrawn, and the message waits in the log for the next receive
     await first(receive("x"), sleep(0.2))
     which, _ = await first(_at_once(), _listen_and_ask())  # its receive takes it at once
-    handled = await handle(await receive("x"))
+    result = await handle_message(await receive("x"))
     await hook("next")
-    return [which, handled]
+    return [which, result]
 
 
 async def _decided_then_replayed(rt: Runtime, worker: Worker, *, as_before: bool) -> Any:
@@ -555,7 +547,7 @@ async def test_a_run_recorded_before_late_receives_were_withdrawn_replays_as_it_
 
 async def _pause_then_handle() -> Any:
     await asyncio.sleep(0.05)  # (not durable: as long in every pass)
-    return await handle(await receive("x"))
+    return await handle_message(await receive("x"))
 
 
 async def _ask_and_handle() -> Any:
@@ -566,7 +558,7 @@ async def _ask_and_handle() -> Any:
 async def handled_before_the_decision_wf() -> Any:
     which, _ = await first(hook("stop"), _ask_and_handle())
     await asyncio.sleep(0.2)  # (not durable: the losing branch's task is done by then)
-    return [which, await handle(await receive("x"))]
+    return [which, await handle_message(await receive("x"))]
 
 
 async def test_a_message_a_losing_branch_handled_in_an_earlier_pass_is_not_handed_out_again(

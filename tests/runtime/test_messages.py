@@ -25,6 +25,7 @@ from runtime import (
     workflow,
 )
 from runtime.models import LOG_FORMAT, LOG_SCOPED
+from tests.apps.messages_app import handle_message, handled
 from tests.raw_redis import as_recorded_before_takes, rewrite_log
 
 
@@ -243,15 +244,6 @@ async def _as_decided_before_the_fix(rt: Runtime, run_id: str) -> None:
         return as_recorded_before_takes(event_type, data)
 
     await rewrite_log(rt, run_id, before_the_fix)
-
-
-handled: list[object] = []
-
-
-@step
-async def handle_message(message: object) -> str:
-    handled.append(message)
-    return f"handled {message}"
 
 
 async def _receive_and_handle() -> str:
