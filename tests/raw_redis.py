@@ -11,7 +11,7 @@ import orjson
 
 from runtime import Runtime
 from runtime.models import LOG_SCOPED
-from runtime.store.redis import RedisStore
+from runtime.store.redis import RedisStore, keys
 
 
 def raw(rt: Runtime) -> RedisStore:
@@ -44,3 +44,15 @@ def as_recorded_before_takes(event_type: str, data: dict[str, Any]) -> dict[str,
     if event_type == "workflow.started":
         data["scoped"] = LOG_SCOPED
     return data
+
+
+async def as_queued_without_workflows(rt: Runtime) -> None:
+    """Every waiting task message written again without its workflow's name, as a release
+    before tasks named it queued them (the worker learns the workflow from the claim)."""
+    store = raw(rt)
+    for partition in range(store.partitions):
+        stream = keys.key("tasks", partition)
+        entries: Any = await store.client.xrange(stream)
+        for message_id, fields in entries:
+            await store.client.xdel(stream, message_id)
+            await store.client.xadd(stream, {b"r": fields[b"r"]})

@@ -261,11 +261,16 @@ class TaskConsumer:
                 return
             if claim.status is not ClaimStatus.OK:
                 return  # finished/suspended (stale task, acked) or busy (left pending)
-            try:
-                workflow = get_workflow(claim.workflow)
-            except WorkflowNotFound as exc:
-                log.error("cannot execute: %s; task left for another worker", exc, extra=ctx)
+            if not self.executes(claim.workflow):
+                # A task that did not name its workflow (queued by a release before tasks
+                # did): the claim named one this worker does not run. Given back like a
+                # task read with its name, lease and (on a first claim) version too: kept,
+                # the version would make the workers that run it park it.
+                await self.store.release(run_id, claim.fence, first=claim.first)
+                if not self.draining:
+                    self._spawn_hand_back(task._replace(workflow=claim.workflow))
                 return
+            workflow = get_workflow(claim.workflow)
             try:
                 execution = Execution(
                     self.store,

@@ -11,7 +11,7 @@ import pytest
 
 from runtime import RunStatus, Runtime, Worker, hook, step, step_hook, workflow
 from tests.helpers import running
-from tests.raw_redis import raw
+from tests.raw_redis import as_queued_without_workflows, raw
 
 calls: Counter[str] = Counter()
 CURRENT: dict[str, Any] = {}
@@ -209,6 +209,31 @@ async def test_a_worker_hands_back_tasks_of_workflows_it_does_not_run(rt: Runtim
         capable = Worker(rt, block_seconds=0.05)
         async with running(capable):
             assert await rt.wait(run_id, timeout=10) == "ran"
+
+
+async def test_a_task_that_does_not_name_its_workflow_is_handed_back_once_claimed(
+    rt: Runtime,
+) -> None:
+    """A task queued by a release before tasks named their workflow: the worker learns the
+    workflow from the claim. One that does not run it gives back the lease and the version
+    its first claim recorded, and hands the task back naming the workflow. (It ran the run
+    regardless of its ``workflows``, recording its own version.)"""
+    run_id = await rt.start(routed_wf)
+    await as_queued_without_workflows(rt)
+    other_pool = Worker(rt, workflows={"something_else"}, version="v1", hand_back_delay=0.01)
+    async with running(other_pool):
+        deadline = time.monotonic() + 5
+        while other_pool.handed_back < 1:
+            assert time.monotonic() < deadline, "the task was not handed back"
+            assert (await rt.get_run(run_id)).status is not RunStatus.COMPLETED, "it ran"
+            await asyncio.sleep(0.01)
+        info = await rt.get_run(run_id)
+        assert (info.status, info.version) == (RunStatus.PENDING, None)
+        # Its lease given back: a worker that runs it need not wait for the 30 s lease.
+        capable = Worker(rt, version="v2", block_seconds=0.05)
+        async with running(capable):
+            assert await rt.wait(run_id, timeout=10) == "ran"
+    assert (await rt.get_run(run_id)).version == "v2"
 
 
 in_flight = {"now": 0, "max": 0}
