@@ -131,7 +131,9 @@ class RedisSentinels:
     """A Sentinel deployment on free loopback ports: a master, ``replicas`` replicas and
     ``sentinels`` sentinels monitoring it as ``service`` (quorum ``quorum``), returned once
     every sentinel sees the replicas and the other sentinels. ``down_after_ms`` and
-    ``failover_timeout_ms`` are short by default, so a test's failover takes seconds."""
+    ``failover_timeout_ms`` are short by default, so a test's failover takes seconds.
+    ``server_args`` are more redis-server arguments for every data server (``"--appendonly",
+    "yes"``: the persistence the README recommends for a Sentinel deployment)."""
 
     def __init__(
         self,
@@ -142,6 +144,7 @@ class RedisSentinels:
         service: str = "parley",
         down_after_ms: int = 1000,
         failover_timeout_ms: int = 3000,
+        server_args: tuple[str, ...] = (),
     ) -> None:
         self.service = service
         self.servers: list[RedisServer] = []
@@ -149,10 +152,11 @@ class RedisSentinels:
         self.sentinel_ports: list[int] = []
         self.dir = Path(tempfile.mkdtemp(prefix="parley-sentinel-"))
         try:
-            self.servers.append(RedisServer())
+            self.servers.append(RedisServer(*server_args))
             master = self.servers[0].port
             for _ in range(replicas):
-                self.servers.append(RedisServer("--replicaof", "127.0.0.1", str(master)))
+                replica = RedisServer(*server_args, "--replicaof", "127.0.0.1", str(master))
+                self.servers.append(replica)
             for n in range(sentinels):
                 self._start_sentinel(n, master, quorum, down_after_ms, failover_timeout_ms)
             self.wait_healthy(replicas, sentinels - 1)

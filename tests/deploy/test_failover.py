@@ -1,7 +1,8 @@
 """The Sentinel failover under load, in the ``?wait=1`` durability mode.
 
 A real deployment on free ports (master, one replica, three sentinels: quorum 2,
-down-after 1 s), a real ``parley worker`` process and a driver in this process that starts
+down-after 1 s; every server with ``appendonly yes``, as the README recommends), a real
+``parley worker`` process and a driver in this process that starts
 runs and answers their hooks all along. The replica's link is cut for 0.4 s (replication lag,
 as on a loaded network) and the master SIGKILLed mid-stream, so asynchronous replication
 would lose what it acknowledged meanwhile (``test_without_wait_acknowledged_writes_are_lost``
@@ -33,8 +34,8 @@ from runtime.store.redis import keys
 from runtime.testing import RedisSentinels, WorkerProcess
 
 # The driver knows the workflow by its code, not from the workers' announcement: a read
-# during the failover can reach the restarted server while it is still an empty master of
-# its own (see the settle below), where no workflow is announced, and a start would be
+# during the failover can reach the restarted server while it is still a master of its own
+# (see the settle below), holding only what it had when killed, and a start would be
 # refused as "no such workflow". That stale read is a known gap of Sentinel deployments
 # (README); this test is about acknowledged writes.
 from tests.apps import failover_app  # noqa: F401  (registers "failover")
@@ -50,7 +51,15 @@ T = TypeVar("T")
 
 @pytest.fixture
 def deployment() -> Iterator[RedisSentinels]:
-    started = RedisSentinels(replicas=1, sentinels=3, quorum=2, down_after_ms=1000)
+    # With persistence, as the README recommends: without it, nothing makes restarting the
+    # killed master safe. Restarted empty, it was made the promoted replica's master again
+    # by a second failover (the sentinels judged the new master down ~1 s after the first
+    # ended, on a loaded machine) and the resync emptied the promoted replica too: the
+    # first 12 acknowledged starts lost, twice in ~10 runs on 2026-12-02. With its AOF it
+    # comes back holding what it had, and what it lacks was never acknowledged (?wait=1).
+    started = RedisSentinels(
+        replicas=1, sentinels=3, quorum=2, down_after_ms=1000, server_args=("--appendonly", "yes")
+    )
     yield started
     started.stop()
 
@@ -102,8 +111,9 @@ class Driver:
                     self.refused += 1  # unknown: if it was lost, the hook is listed again
                     continue
                 except (RunNotFound, HookNotFound):
-                    # A stale read during the failover (the restarted old master, still
-                    # empty, reached before Sentinel reconfigured it: README, Deployment);
+                    # A stale read during the failover (the restarted old master, holding
+                    # what it had when killed, reached before Sentinel reconfigured it:
+                    # README, Deployment);
                     # nothing was acknowledged, and the hook is listed again.
                     self.refused += 1
                     continue
@@ -138,8 +148,9 @@ STALE_READS_SECONDS = 15.0
 async def _results(driver: Driver) -> tuple[dict[str, Any], list[str]]:
     """Each started run's result, and the runs not found, looked for again until
     STALE_READS_SECONDS have passed. Even after the settle, a sentinel that has not yet
-    taken the new configuration can name the restarted server as the master while it is
-    still empty, and a new connection then reads there (the stale read the README names).
+    taken the new configuration can name the restarted server as the master while it holds
+    only what it had when killed, and a new connection reads there (the stale read the
+    README names).
     A lost write does not come back; a stale read ends once the sentinels agree."""
     results: dict[str, Any] = {}
     missing = list(driver.started)
@@ -184,14 +195,12 @@ async def _failover(deployment: RedisSentinels, url: str) -> Failover:
             while deployment.master_server() is old:
                 await asyncio.sleep(0.05)
             promoted = time.monotonic()
-            # Its supervisor restarts it once the failover is over, and Sentinel makes it the
-            # new master's replica. Restarted as soon as one sentinel named the new master,
-            # it kept nothing (no persistence) and the failover could still be aborted under
-            # load: sentinels that had not yet learned of the promotion made the promoted
-            # replica a replica of this empty server again, and what it held went with the
-            # resync. (Three full-suite runs found 12 acknowledged starts missing; the one
-            # that said where: starts 0 to 11, the first ones, on no server, every later
-            # run present. Redis' replication guide warns of that restart.)
+            # Its supervisor restarts it once the failover is over (on its AOF), and Sentinel
+            # makes it the new master's replica. (Before the deployment had persistence,
+            # a restart as soon as one sentinel named the new master let sentinels that had
+            # not yet learned of the promotion make the promoted replica a replica of this
+            # empty server again: three full-suite runs found the first 12 acknowledged
+            # starts on no server. Redis' replication guide warns of that restart.)
             await asyncio.to_thread(deployment.wait_promoted, old)
             old.start()
             await starting
@@ -200,8 +209,8 @@ async def _failover(deployment: RedisSentinels, url: str) -> Failover:
             resumed = min(when for when in driver.started.values() if when > killed_at)
             # Checked once the deployment has settled: until every sentinel names the new
             # master and the restarted server is its replica, a read may reach that server
-            # while it still runs as an empty master of its own: a stale read, not a lost
-            # write.
+            # while it still runs as a master of its own, holding only what it had when
+            # killed: a stale read, not a lost write.
             await asyncio.to_thread(deployment.wait_healthy, 1, 2)
 
             results, lost_starts = await _results(driver)
