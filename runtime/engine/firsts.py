@@ -158,6 +158,16 @@ async def first_of(
             execution.messages.give_back(wait_id)
     for exc in pending.values():  # the losers no longer hold the run
         execution.waiting.pop(exc.wait, None)
+    enclosing = _wait_box.get()
+    if enclosing is not None:
+        # Nested in a branch of another first() (a receive with a timeout is one): that
+        # branch finished when this first()'s winner did, by its waits and its steps.
+        # Races closed: with nothing noted, the enclosing branch counted as finished in
+        # this pass (it lost to any end the log held, and won over none), its receive was
+        # not withdrawn with it (the message it took was never read again), and a step run
+        # after it went unseen (a message handed to that step was given back and handled
+        # again).
+        enclosing.extend(boxes[winner])
     return winner, tasks[winner].result()
 
 

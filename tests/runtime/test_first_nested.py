@@ -1,0 +1,147 @@
+"""A first() nested in a branch of another first() counts for that branch: the branch
+finished when the nested first()'s winner did, holds its waits, and ran its steps. A
+``receive(topic, timeout=...)`` is such a first() (of the receive and a timer), so each
+case is checked beside the same workflow with a plain ``receive``, which always held.
+Found by review: the branch holding the nested first() had nothing noted of it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runtime import RunStatus, Runtime, Worker, first, hook, receive, sleep, workflow
+from tests.apps.messages_app import handle_message, handled
+
+
+async def answer(rt: Runtime, name: str, value: Any) -> None:
+    [pending] = [h for h in await rt.list_hooks() if h.name == name]
+    await rt.resume_hook(pending.token, value)
+
+
+async def _stop_then_a_message(rt: Runtime, worker: Worker, wf: Any) -> str:
+    """Start ``wf``; answer stop, then send "a", before a worker replays the run."""
+    handled.clear()
+    run_id = await rt.start(wf)
+    await worker.drain()
+    await answer(rt, "stop", 1)
+    await rt.send(run_id, "v", "a")
+    await worker.drain()
+    return run_id
+
+
+@workflow(name="nested_plain_receive_loses_wf")
+async def plain_receive_loses_wf() -> list[Any]:
+    which, _ = await first(hook("stop"), receive("v"))
+    return [which, await handle_message(await receive("v"))]
+
+
+@workflow(name="nested_timed_receive_loses_wf")
+async def timed_receive_loses_wf() -> list[Any]:
+    which, _ = await first(hook("stop"), receive("v", timeout="1h"))
+    return [which, await handle_message(await receive("v"))]
+
+
+@pytest.mark.parametrize("wf", [plain_receive_loses_wf, timed_receive_loses_wf])
+async def test_a_message_that_came_after_the_winner_goes_to_the_next_receive(
+    rt: Runtime, worker: Worker, wf: Any
+) -> None:
+    """stop is answered, then a message comes, before a worker replays the run: stop wins,
+    and the message the losing receive took goes to the run's next receive. (With a
+    timeout, the losing receive kept it: the run waited for ever with it unread.)"""
+    run_id = await _stop_then_a_message(rt, worker, wf)
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, (info.status, info.error)
+    assert await rt.wait(run_id, timeout=5) == [0, "handled a"]
+    assert handled == ["a"]
+
+
+@workflow(name="nested_plain_receive_wins_wf")
+async def plain_receive_wins_wf() -> int:
+    which, _ = await first(hook("stop"), receive("v"))
+    return which
+
+
+@workflow(name="nested_timed_receive_wins_wf")
+async def timed_receive_wins_wf() -> int:
+    which, _ = await first(hook("stop"), receive("v", timeout="1h"))
+    return which
+
+
+async def _either_of_two() -> Any:
+    return await first(hook("y"), hook("z"))
+
+
+@workflow(name="nested_hooks_win_wf")
+async def nested_hooks_win_wf() -> int:
+    which, _ = await first(hook("stop"), _either_of_two())
+    return which
+
+
+async def _send_v(rt: Runtime, run_id: str) -> None:
+    await rt.send(run_id, "v", "a")
+
+
+async def _answer_y(rt: Runtime, run_id: str) -> None:
+    await answer(rt, "y", 1)
+
+
+@pytest.mark.parametrize(
+    ("wf", "end_the_branch"),
+    [
+        (plain_receive_wins_wf, _send_v),
+        (timed_receive_wins_wf, _send_v),
+        (nested_hooks_win_wf, _answer_y),
+    ],
+)
+async def test_the_branch_whose_wait_ended_first_wins(
+    rt: Runtime, worker: Worker, wf: Any, end_the_branch: Any
+) -> None:
+    """The second branch's wait ends (a message, or the nested first()'s hook answered),
+    then stop is answered, before a worker replays the run: the second branch finished
+    first and wins, by the order the log recorded the ends. (Nested, it counted as
+    finished in the pass, after every end: stop won.)"""
+    run_id = await rt.start(wf)
+    await worker.drain()
+    await end_the_branch(rt, run_id)
+    await answer(rt, "stop", 1)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 1
+
+
+async def _take_and_handle() -> Any:
+    return await handle_message(await receive("v"))
+
+
+async def _take_and_handle_with_a_deadline() -> Any:
+    message = await receive("v")
+    return await first(handle_message(message), sleep(30))  # a step with a deadline
+
+
+@workflow(name="nested_handled_then_lost_wf")
+async def handled_then_lost_wf() -> list[Any]:
+    which, _ = await first(hook("stop"), _take_and_handle())
+    return [which, await handle_message(await receive("v"))]
+
+
+@workflow(name="nested_handled_with_a_deadline_then_lost_wf")
+async def handled_with_a_deadline_then_lost_wf() -> list[Any]:
+    which, _ = await first(hook("stop"), _take_and_handle_with_a_deadline())
+    return [which, await handle_message(await receive("v"))]
+
+
+@pytest.mark.parametrize("wf", [handled_then_lost_wf, handled_with_a_deadline_then_lost_wf])
+async def test_a_message_a_losing_branch_handed_to_a_step_is_not_handled_again(
+    rt: Runtime, worker: Worker, wf: Any
+) -> None:
+    """stop is answered, then "a" comes: the second branch takes "a", hands it to a step
+    (in a first() with a deadline, in the second workflow), and loses to stop. "a" was
+    used, so the run's next receive takes "b". (Nested, the step went unseen: "a" was
+    given back and handled twice.)"""
+    run_id = await _stop_then_a_message(rt, worker, wf)
+    info = await rt.get_run(run_id)
+    assert (info.status, handled) == (RunStatus.SUSPENDED, ["a"]), info.result
+    await rt.send(run_id, "v", "b")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
+    assert handled == ["a", "b"]
