@@ -121,6 +121,8 @@ async def first_of(
                 # timer fires, before any worker replays this decision (an answer meanwhile
                 # is refused, not accepted and then never used)
                 execution.writes.first_group(group)
+            # the enclosing branch's calls are this first()'s waits now (see below)
+            _note_in_enclosing_branch([boxes[i] for i in pending])
             raise next(iter(pending.values()))  # the run waits on all of them
         # A branch finished with the last of its waits to end (a sequential branch's last,
         # a gather's slowest); one that ended without a recorded wait, or with a step after
@@ -158,17 +160,24 @@ async def first_of(
             execution.messages.give_back(wait_id)
     for exc in pending.values():  # the losers no longer hold the run
         execution.waiting.pop(exc.wait, None)
+    _note_in_enclosing_branch([boxes[winner]])
+    return winner, tasks[winner].result()
+
+
+def _note_in_enclosing_branch(boxes: list[list[str]]) -> None:
+    """Nested in a branch of another first() (a receive with a timeout is one), a first()
+    notes in that branch's box what it ended with: its winner's waits and steps, or, while
+    it waits, the waits of its branches. So the branch finished when the winner did, and
+    its last call is this first()'s. Races closed: with nothing noted, the enclosing branch
+    counted as finished in the pass (it lost to any end the log held and won over none);
+    its last receive, which had taken a message, stayed its last call: a receive this
+    first() made was not withdrawn when the branch lost (its message never read again),
+    and one made before was taken for unused (its message, already handled, given back
+    and handled again, also when a step this first() ran or still waits in had it)."""
     enclosing = _wait_box.get()
     if enclosing is not None:
-        # Nested in a branch of another first() (a receive with a timeout is one): that
-        # branch finished when this first()'s winner did, by its waits and its steps.
-        # Races closed: with nothing noted, the enclosing branch counted as finished in
-        # this pass (it lost to any end the log held, and won over none), its receive was
-        # not withdrawn with it (the message it took was never read again), and a step run
-        # after it went unseen (a message handed to that step was given back and handled
-        # again).
-        enclosing.extend(boxes[winner])
-    return winner, tasks[winner].result()
+        for box in boxes:
+            enclosing.extend(box)
 
 
 async def _in_box(

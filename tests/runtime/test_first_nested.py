@@ -1,8 +1,9 @@
 """A first() nested in a branch of another first() counts for that branch: the branch
-finished when the nested first()'s winner did, holds its waits, and ran its steps. A
-``receive(topic, timeout=...)`` is such a first() (of the receive and a timer), so each
-case is checked beside the same workflow with a plain ``receive``, which always held.
-Found by review: the branch holding the nested first() had nothing noted of it."""
+finished when the nested first()'s winner did, holds its waits, and ran its steps; while
+the nested first() waits, the branch's last call is that first()'s, not a receive before. A
+``receive(topic, timeout=...)`` is such a first() (of the receive and a timer). Each case
+comes with controls without a nested first(), which held before. Found by two reviews:
+the branch holding the nested first() had nothing noted of it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,18 @@ from typing import Any
 
 import pytest
 
-from runtime import RunStatus, Runtime, Worker, first, hook, receive, sleep, workflow
+from runtime import (
+    RunStatus,
+    Runtime,
+    Worker,
+    first,
+    hook,
+    receive,
+    sleep,
+    step,
+    step_hook,
+    workflow,
+)
 from tests.apps.messages_app import handle_message, handled
 
 
@@ -145,3 +157,131 @@ async def test_a_message_a_losing_branch_handed_to_a_step_is_not_handled_again(
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
     assert handled == ["a", "b"]
+
+
+# A branch that took a message and went on to wait in a nested first(): the message was
+# read, so it stays taken when the branch loses. (The branch's box still ended with that
+# receive while the nested first() waited, noting nothing: the decision took it for the
+# branch's last call, unused, and gave its message back to be handled again.)
+
+
+async def _plain_then_hook() -> Any:
+    await receive("v")
+    return await hook("h")
+
+
+async def _timed_then_hook() -> Any:
+    await receive("v", timeout="1h")
+    return await hook("h")
+
+
+async def _timed_then_timed() -> Any:
+    await receive("v", timeout="1h")
+    return await receive("w", timeout="1h")
+
+
+async def _plain_then_a_first() -> Any:
+    await receive("v")
+    return await first(hook("h"), sleep(3600))
+
+
+async def _collect_until_stopped() -> Any:
+    collected = []
+    while True:
+        collected.append(await receive("v", timeout="1h"))
+
+
+def _against_stop(name: str, branch: Any) -> Any:
+    @workflow(name=name)
+    async def against_stop() -> list[Any]:
+        which, _ = await first(hook("stop"), branch())
+        return [which, await handle_message(await receive("v"))]
+
+    return against_stop
+
+
+async def _message_then_stop(rt: Runtime, worker: Worker, wf: Any) -> str:
+    """Start ``wf``; send "a" and let a worker run the run; then answer stop."""
+    handled.clear()
+    run_id = await rt.start(wf)
+    await worker.drain()
+    await rt.send(run_id, "v", "a")
+    await worker.drain()
+    await answer(rt, "stop", 1)
+    await worker.drain()
+    return run_id
+
+
+@pytest.mark.parametrize(
+    "wf",
+    [
+        _against_stop("nested_plain_then_hook_wf", _plain_then_hook),
+        _against_stop("nested_timed_then_hook_wf", _timed_then_hook),
+        _against_stop("nested_timed_then_timed_wf", _timed_then_timed),
+        _against_stop("nested_plain_then_a_first_wf", _plain_then_a_first),
+        _against_stop("nested_collect_until_stopped_wf", _collect_until_stopped),
+    ],
+    ids=["hook", "timed-hook", "timed-timed", "plain-first", "collect-loop"],
+)
+async def test_a_message_a_branch_read_before_waiting_again_stays_taken(
+    rt: Runtime, worker: Worker, wf: Any
+) -> None:
+    """The second branch receives "a" and waits again (a hook, a receive with a timeout, a
+    first(), or the next round of a loop that collects messages); stop wins: the run's own
+    receive waits for "b"."""
+    run_id = await _message_then_stop(rt, worker, wf)
+    info = await rt.get_run(run_id)
+    assert (info.status, handled) == (RunStatus.SUSPENDED, []), info.result
+    await rt.send(run_id, "v", "b")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
+
+
+acted_on: list[Any] = []
+
+
+@step
+async def act_then_confirm(message: Any) -> Any:
+    acted_on.append(message)  # e.g. an agent acts on the message, then asks
+    return await step_hook("confirm")
+
+
+async def _take_and_confirm() -> Any:
+    return await act_then_confirm(await receive("v"))
+
+
+async def _take_and_confirm_with_a_deadline() -> Any:
+    message = await receive("v")
+    return await first(act_then_confirm(message), sleep(3600))
+
+
+async def _timed_take_and_confirm_with_a_deadline() -> Any:
+    message = await receive("v", timeout="1h")
+    return await first(act_then_confirm(message), sleep(3600))
+
+
+@pytest.mark.parametrize(
+    "wf",
+    [
+        _against_stop("nested_confirm_wf", _take_and_confirm),
+        _against_stop("nested_confirm_with_a_deadline_wf", _take_and_confirm_with_a_deadline),
+        _against_stop(
+            "nested_timed_confirm_with_a_deadline_wf", _timed_take_and_confirm_with_a_deadline
+        ),
+    ],
+    ids=["step", "step-with-deadline", "timed-step-with-deadline"],
+)
+async def test_a_message_a_step_still_waiting_in_a_nested_first_had_stays_taken(
+    rt: Runtime, worker: Worker, wf: Any
+) -> None:
+    """The second branch hands "a" to a step that acts on it and asks (step_hook), in a
+    first() with a deadline or not; stop wins while the step waits: "a" was used, and the
+    run's own receive waits for "b"."""
+    acted_on.clear()
+    run_id = await _message_then_stop(rt, worker, wf)
+    assert set(acted_on) == {"a"}
+    info = await rt.get_run(run_id)
+    assert (info.status, handled) == (RunStatus.SUSPENDED, []), info.result
+    await rt.send(run_id, "v", "b")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
