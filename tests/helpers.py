@@ -42,3 +42,21 @@ async def finishes_with_a_child_of_its_own(
     await rt.resume_hook(pending.token, "go")
     await worker.drain()
     assert (await rt.get_run(run_id)).status is RunStatus.COMPLETED
+
+
+async def answer(rt: Runtime, name: str, value: object) -> None:
+    """Answer the one pending hook named ``name``."""
+    [pending] = [h for h in await rt.list_hooks() if h.name == name]
+    await rt.resume_hook(pending.token, value)
+
+
+async def message_then_stop(rt: Runtime, worker: Worker, workflow: object) -> str:
+    """Start ``workflow``; send message "a" (topic "v") and let ``worker`` run the run;
+    then answer the hook "stop" and let it run again."""
+    run_id = await rt.start(workflow)  # type: ignore[arg-type]
+    await worker.drain()
+    await rt.send(run_id, "v", "a")
+    await worker.drain()
+    await answer(rt, "stop", 1)
+    await worker.drain()
+    return run_id

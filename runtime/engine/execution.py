@@ -44,6 +44,7 @@ from .signals import (
     Suspend,
 )
 from .tasks import track_tasks
+from .tracks import started_task
 
 # A checkpoint's companion field: the hooks whose answers the step had read when it saved.
 READ_SUFFIX = "!read"
@@ -70,6 +71,7 @@ def _scope_task(context: contextvars.Context) -> contextvars.Context:
         return context
     context = context.copy()  # (a context given by the creator stays as it was)
     context.run(current_scope.set, parent.child())
+    started_task(context)  # inside a first()'s branch: its calls go to a track of its own
     return context
 
 

@@ -11,12 +11,12 @@ from contextvars import ContextVar
 from typing import Any
 
 from ..models import EventType
+from . import tracks
 from .execution import Execution
 from .scopes import Position
 from .signals import Suspend
+from .tracks import Track
 
-# Inside first(): where each wait notes its id (which event ended it decides the winner).
-_wait_box: ContextVar[list[str] | None] = ContextVar("parley_wait_box", default=None)
 # And every wait started inside each branch the code is in, outermost first, a first()
 # nested in it included: what a losing branch leaves to withdraw (not what scores it).
 _reaches: ContextVar[tuple[list[str], ...]] = ContextVar("parley_reaches", default=())
@@ -30,24 +30,16 @@ _branches: ContextVar[tuple[tuple[Position, int], ...]] = ContextVar("parley_bra
 
 def note_wait(wait_id: str) -> None:
     """Every wait calls this with its id: inside a first(), its branch learns the wait."""
-    box = _wait_box.get()
-    if box is not None:
-        box.append(wait_id)
+    tracks.note(wait_id)
     for reach in _reaches.get():
         reach.append(wait_id)
 
 
-# In a branch's box after its waits: the branch reached a step since its last wait, so it
-# finished in the pass that ran it, after every end the log holds (no wait id is empty).
-_WORKED = ""
-
-
-def note_work() -> None:
-    """A step calls this as it is reached: inside a first(), its branch is not finished
-    when its last wait ended, but when the step (and what follows) is done."""
-    box = _wait_box.get()
-    if box is not None and (not box or box[-1] != _WORKED):
-        box.append(_WORKED)
+def note_work(done_at: str | None) -> None:
+    """A step calls this as it is reached, with the id of the event that recorded its
+    result (None: it runs in this pass): inside a first(), its branch is not finished
+    before that."""
+    tracks.note_step(done_at)
 
 
 def note_reach(wait_id: str) -> None:
@@ -81,18 +73,26 @@ async def first_of(
     # hook handed out by its on_created takes answers before the run suspends (which
     # writes the group below); two answered then were both accepted, and one never used.
     grouped = sum(bare_waits) > 1
-    boxes: list[list[str]] = []
+    # Noted in the enclosing branch's track, if any, before its branches run: that branch
+    # finished when this first()'s winner did, and sees what the branches do as they do it.
+    # Races closed, nested (a receive with a timeout is a first()): noting nothing, the
+    # enclosing branch counted as finished in the pass (it lost to any end the log held);
+    # a receive made here was not withdrawn with it (its message never read again); one
+    # made before was taken for its last call, unused (its message, handled, given back and
+    # handled again); noting only when this first() returned, a gathered task still
+    # running it when the enclosing first() decided hid its receive from the decision.
+    nested = tracks.fork(len(waits))
+    branches = nested.branches
     reaches: list[list[str]] = []
     tasks = []
-    for i, wait in enumerate(waits):
-        box: list[str] = []
-        reach: list[str] = []
-        boxes.append(box)
-        reaches.append(reach)
-        joins = str(position) if grouped and bare_waits[i] else None
-        task = asyncio.ensure_future(_in_box(wait, box, reach, joins, (position, i)))
-        execution.owned.add(task)
-        tasks.append(task)
+    with tracks.creating_branches():
+        for i, wait in enumerate(waits):
+            reach: list[str] = []
+            reaches.append(reach)
+            joins = str(position) if grouped and bare_waits[i] else None
+            task = asyncio.ensure_future(_in_branch(wait, branches[i], reach, joins, (position, i)))
+            execution.owned.add(task)
+            tasks.append(task)
     await asyncio.wait(tasks)
     # A branch that unwound with one of the engine's signals (an outage's Abort, a lost
     # lease, the end of a dry replay, a block, a continuation) ends the execution, as it
@@ -115,33 +115,32 @@ async def first_of(
     winner = index.firsts.get(position)
     if winner is None:
         if not finished:
-            group = [boxes[i][0] for i in pending if bare_waits and bare_waits[i]]
+            group = [_bare_wait(branches[i]) for i in pending if bare_waits and bare_waits[i]]
             if len(group) > 1:
                 # the store withdraws the other hooks when one is answered or expires or a
                 # timer fires, before any worker replays this decision (an answer meanwhile
                 # is refused, not accepted and then never used)
                 execution.writes.first_group(group)
-            # the enclosing branch's calls are this first()'s waits now (see below)
-            _note_in_enclosing_branch([boxes[i] for i in pending])
             raise next(iter(pending.values()))  # the run waits on all of them
-        # A branch finished with the last of its waits to end (a sequential branch's last,
-        # a gather's slowest); one that ended without a recorded wait, or with a step after
-        # its last, finished in this pass: after every end the log holds. Races closed:
-        # scored by its earliest, a branch whose first wait ended early won over one that
-        # finished before it; scored by its last wait, a branch that then ran a step won
-        # over an answer the log holds from before the step was done (accepted, never used).
-        winner = min(finished, key=lambda i: _finished_at(execution, boxes[i]))
+        # A branch finished with the last of what it did to end (a sequential branch's last
+        # wait, a gather's slowest task, a step when its result was recorded); one with
+        # nothing that ended, or a step done in this pass, finished in this pass: after
+        # every end the log holds. Races closed: scored by its earliest, a branch whose
+        # first wait ended early won over one that finished before it; scored by its last
+        # wait, a branch that then ran a step won over an answer the log holds from before
+        # the step was done (accepted, never used).
+        winner = min(finished, key=lambda i: _finished_at(execution, branches[i]))
         losing = [i for i in range(len(waits)) if i != winner]
-        losing_boxes = [boxes[i] for i in losing]
-        losers = _losers(execution, losing_boxes, [reaches[i] for i in losing])
+        losing_tracks = [branches[i] for i in losing]
+        losers = _losers(execution, losing_tracks, [reaches[i] for i in losing])
         # (before the decision is recorded: its closed list joins the index's)
         running = _running_children(execution, [reaches[i] for i in losing])
         decision: dict[str, Any] = {"seq": position, "winner": winner, "closed": losers}
         # The withdrawn receives that give their message back: those nothing of their
-        # branch used, waiting for it or the branch's last call (a timed-out receive's).
-        # Race closed: a message a losing branch had handed to a step was given back, and
-        # the next receive processed it again.
-        unused = {box[-1] for box in losing_boxes if box}
+        # branch used, waiting for it or the last call of their task (a timed-out
+        # receive's). Race closed: a message a losing branch had handed to a step was
+        # given back, and the next receive processed it again.
+        unused = {wait_id for track in losing_tracks for wait_id in tracks.trailing(track)}
         receives = [
             wait_id
             for wait_id in losers
@@ -160,34 +159,24 @@ async def first_of(
             execution.messages.give_back(wait_id)
     for exc in pending.values():  # the losers no longer hold the run
         execution.waiting.pop(exc.wait, None)
-    _note_in_enclosing_branch([boxes[winner]])
+    nested.winner = winner  # what the enclosing branch did is its winner's now
     return winner, tasks[winner].result()
 
 
-def _note_in_enclosing_branch(boxes: list[list[str]]) -> None:
-    """Nested in a branch of another first() (a receive with a timeout is one), a first()
-    notes in that branch's box what it ended with: its winner's waits and steps, or, while
-    it waits, the waits of its branches. So the branch finished when the winner did, and
-    its last call is this first()'s. Races closed: with nothing noted, the enclosing branch
-    counted as finished in the pass (it lost to any end the log held and won over none);
-    its last receive, which had taken a message, stayed its last call: a receive this
-    first() made was not withdrawn when the branch lost (its message never read again),
-    and one made before was taken for unused (its message, already handled, given back
-    and handled again, also when a step this first() ran or still waits in had it)."""
-    enclosing = _wait_box.get()
-    if enclosing is not None:
-        for box in boxes:
-            enclosing.extend(box)
+def _bare_wait(track: Track) -> str:
+    wait_id = track.entries[0]  # a bare hook() or sleep(): its wait
+    assert isinstance(wait_id, str), wait_id
+    return wait_id
 
 
-async def _in_box(
+async def _in_branch(
     wait: Coroutine[Any, Any, Any],
-    box: list[str],
+    track: Track,
     reach: list[str],
     group: str | None,
     branch: tuple[Position, int],
 ) -> Any:
-    _wait_box.set(box)
+    tracks.enter_branch(track)
     _reaches.set((*_reaches.get(), reach))
     _first_group.set(group)
     _branches.set((*_branches.get(), branch))
@@ -230,38 +219,29 @@ def withdrawn_at_once(execution: Execution, wait_id: str, step_id: str | None = 
     return Suspend(wait_id, step_id)
 
 
-_NEVER = (1 << 62, 0)  # after every event id
-
-
-def _finished_at(execution: Execution, box: list[str]) -> tuple[int, int]:
-    """When a finished branch finished, by the log's order (see first_of)."""
-    if box and box[-1] == _WORKED:
-        return _NEVER
-    return max(_ends(execution, box), default=_NEVER)
-
-
-def _last_wait(box: list[str]) -> str | None:
-    """A branch's last wait (the step it ran after it, if any, is not one)."""
-    return next((wait_id for wait_id in reversed(box) if wait_id != _WORKED), None)
-
-
-def _ends(execution: Execution, wait_ids: list[str]) -> list[tuple[int, int]]:
-    """When each of the waits that ended came to its end: an answer, expiry, timer, child's
-    end, or the message a receive took."""
+def _finished_at(execution: Execution, track: Track) -> tracks.Stamp:
+    """When a finished branch finished, by the log's order (see first_of): when the last
+    of what it did ended, a step done in this pass after every end the log holds."""
     index = execution.index
-    ends = []
-    for wait_id in wait_ids:
-        end = index.completed_at.get(wait_id) or execution.messages.came_at(wait_id, index)
-        if end is not None:
-            ends.append(end)
-    return ends
+
+    def end_of(wait_id: str) -> tracks.Stamp | None:
+        # an answer, expiry, timer, child's end, or the message a receive took
+        return index.completed_at.get(wait_id) or execution.messages.came_at(wait_id, index)
+
+    return tracks.finished_at(track, end_of) or tracks.NOW
 
 
-def _losers(execution: Execution, boxes: list[list[str]], reaches: list[list[str]]) -> list[str]:
-    """The waits the losing branches leave: each branch's last, and any other started inside
-    it that is suspended in this pass (gathered in it, or a nested first()'s)."""
+def _losers(execution: Execution, losing: list[Track], reaches: list[list[str]]) -> list[str]:
+    """The waits the losing branches leave: each branch's last, those after which their
+    task made no call, and any other started inside it that is suspended in this pass
+    (gathered in it, or a nested first()'s)."""
     closed = execution.index.closed
-    losers = [wait_id for wait_id in map(_last_wait, boxes) if wait_id is not None]
+    losers: list[str] = []
+    for track in losing:
+        waits = tracks.waits_of(track)
+        for wait_id in waits[-1:] + tracks.trailing(track):
+            if wait_id not in losers:
+                losers.append(wait_id)
     for reach in reaches:
         for wait_id in reach:
             if wait_id in execution.waiting and wait_id not in closed and wait_id not in losers:

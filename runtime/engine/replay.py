@@ -64,6 +64,9 @@ class ReplayIndex:
     step_patches: dict[str, frozenset[str]] = field(default_factory=dict)
     # When each answer, expiry or timer came (its event id: their order decides a first()).
     completed_at: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # When each step's result was recorded (its event id): a first()'s branch that ran it
+    # finished no earlier (engine/tracks.py)
+    step_ends: dict[str, str] = field(default_factory=dict)
     firsts: dict[Position, int] = field(default_factory=dict)  # first() position -> winner
     closed: set[str] = field(default_factory=set)  # waits a first() withdrew
     # receives a first() withdrew that take no message (decisions since 2026-12-02; before,
@@ -109,8 +112,11 @@ class ReplayIndex:
         if handler is not None:
             handler(self, data)
         wait = _COMPLETES.get(event_type)
-        if wait is not None:
-            at = None if event_id is None else _stamp(event_id)
+        if wait == _STEP:
+            if event_id is not None:  # (read as a stamp only by a first() that needs it)
+                self.step_ends[data[_STEP]] = event_id
+        elif wait is not None:
+            at = None if event_id is None else stamp(event_id)
             if wait == _TOPIC:  # a message: which receive it ends, each pass decides
                 self.message_at.setdefault(data["topic"], []).append(at)
             elif at is not None:
@@ -121,7 +127,7 @@ class ReplayIndex:
             self.add(event.type, event.data, event.id)
 
 
-def _stamp(event_id: str) -> tuple[int, int]:
+def stamp(event_id: str) -> tuple[int, int]:
     ms, _, seq = event_id.partition("-")
     return int(ms), int(seq or 0)
 
@@ -264,6 +270,7 @@ _HANDLERS: dict[str, Callable[[ReplayIndex, dict[str, Any]], None]] = {
 }
 
 _TOPIC = "topic"
+_STEP = "step_id"
 
 # Events that end a wait, and the field naming it (a message names its topic: the receive
 # it ends is the one that takes it, ReplayIndex.message_at).
@@ -273,4 +280,5 @@ _COMPLETES: dict[str, str] = {
     EventType.TIMER_FIRED: "timer_id",
     EventType.CHILD_COMPLETED: "child_run_id",
     EventType.MESSAGE_RECEIVED: _TOPIC,
+    EventType.STEP_COMPLETED: _STEP,  # not a wait: when a step's result was recorded
 }

@@ -37,10 +37,10 @@ async def call_step(
             run_id=execution.run_id,
         )
     digest = args_digest(args, kwargs)
-    note_work()
     position, _recorded = execution.check_call("step", options.name, digest)
     step_id = execution.next_step_id(options.name)
     index = execution.index
+    note_work(index.step_ends.get(step_id))
     if step_id in index.completed:
         return index.completed[step_id]
     failures = index.failures.get(step_id, [])
@@ -112,6 +112,7 @@ async def call_step(
             encode_fragment("result", encoded, step_id=step_id),
             {"step_id": step_id, "result": value},
         )
+        execution.undated_steps += (step_id,)
         execution.drop_checkpoint(step_id)
         execution.flush_before_step = True
         _faults.crash_point("after_step_completed")

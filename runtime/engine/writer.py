@@ -48,6 +48,10 @@ class Writer:
     # index must not outlive it even if it goes on to suspend cleanly (user code catching
     # EventLimitExceeded; a branch of first() that unwound). See Execution.remembered.
     unconfirmed_writes: int = 0
+    # Steps whose result is buffered: when the write holding it is applied, the id of its
+    # last event dates them (one script appends a write's events, nobody's between them:
+    # the same order against others' events as their own ids), for first()'s scoring.
+    undated_steps: tuple[str, ...] = ()
 
     def record(self, event_type: EventType, data: dict[str, Any]) -> None:
         """Buffer an event and apply it to the index at once (replay sees our own writes)."""
@@ -105,6 +109,7 @@ class Writer:
         writes = self.writes.take()
         if not writes and suspension is None and finish is None:
             return []  # the write in flight before this one sent them
+        dating, self.undated_steps = self.undated_steps, ()
         self.unconfirmed_writes += 1
         try:
             applied = await self.store.apply(
@@ -156,6 +161,8 @@ class Writer:
             self.data_bytes += suspension.data_bytes
         if applied.last_id:
             self.last_id = applied.last_id
+            for step_id in dating:
+                self.index.step_ends[step_id] = applied.last_id
         elif applied.arrived:
             self.last_id = applied.arrived[-1].id
         self.refused = applied.outcome is ApplyOutcome.REFUSED

@@ -516,8 +516,8 @@ async def _decided_then_replayed(rt: Runtime, worker: Worker, *, as_before: bool
     await rt.send(run_id, "x", "second")
     await worker.drain()
     taken = [e.data["n"] for e in await rt.events(run_id) if e.type == "message.taken"]
-    # the first first()'s receive (given back), the losing branch's, the run's own
-    assert taken == [0, 0, 1]
+    # the first first()'s receive and the losing branch's (each given back), the run's own
+    assert taken == [0, 0, 0]
     if as_before:
         await rewrite_log(rt, run_id, as_recorded_before_takes)
     await answer(rt, "next", "ok")
@@ -527,22 +527,26 @@ async def _decided_then_replayed(rt: Runtime, worker: Worker, *, as_before: bool
     return await rt.wait(run_id, timeout=5)
 
 
-async def test_a_message_a_losing_branch_took_before_the_decision_stays_taken(
+async def test_a_message_a_losing_gather_took_before_the_decision_is_given_back(
     rt: Runtime, worker: Worker
 ) -> None:
-    """A losing branch's receive took the first message before the decision, and the run's
-    own receive the second, which a step handled: every replay gives them the same ones
-    (the log says which each took), or the step's arguments would differ from the log's
-    and block the run."""
-    assert await _decided_then_replayed(rt, worker, as_before=False) == [0, "handled second"]
+    """A losing branch's gathered receive took the first message before the decision, and
+    the gather never returned: nothing used the message, so the run's own receive takes
+    it, and a step handles it; every replay gives each receive the same one (the log says
+    which each took), or the step's arguments would differ from the log's and block the
+    run. (Before the branch's calls were kept per task, the message stayed taken because
+    the receive came before the hook in the gather, and was given back the other way
+    round.)"""
+    assert await _decided_then_replayed(rt, worker, as_before=False) == [0, "handled first"]
 
 
 async def test_a_run_recorded_before_late_receives_were_withdrawn_replays_as_it_ran(
     rt: Runtime, worker: Worker
 ) -> None:
     """A run the code before this change recorded (no record of what each receive took):
-    every receive of its losing branches takes a message, as when it ran."""
-    assert await _decided_then_replayed(rt, worker, as_before=True) == [0, "handled second"]
+    every receive of its losing branches takes a message, as when it ran, and the
+    decision's record of the one given back gives it back."""
+    assert await _decided_then_replayed(rt, worker, as_before=True) == [0, "handled first"]
 
 
 async def _pause_then_handle() -> Any:

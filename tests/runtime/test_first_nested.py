@@ -23,12 +23,8 @@ from runtime import (
     step_hook,
     workflow,
 )
-from tests.apps.messages_app import handle_message, handled
-
-
-async def answer(rt: Runtime, name: str, value: Any) -> None:
-    [pending] = [h for h in await rt.list_hooks() if h.name == name]
-    await rt.resume_hook(pending.token, value)
+from tests.apps.messages_app import against_stop, handle_message, handled
+from tests.helpers import answer, message_then_stop
 
 
 async def _stop_then_a_message(rt: Runtime, worker: Worker, wf: Any) -> str:
@@ -191,35 +187,14 @@ async def _collect_until_stopped() -> Any:
         collected.append(await receive("v", timeout="1h"))
 
 
-def _against_stop(name: str, branch: Any) -> Any:
-    @workflow(name=name)
-    async def against_stop() -> list[Any]:
-        which, _ = await first(hook("stop"), branch())
-        return [which, await handle_message(await receive("v"))]
-
-    return against_stop
-
-
-async def _message_then_stop(rt: Runtime, worker: Worker, wf: Any) -> str:
-    """Start ``wf``; send "a" and let a worker run the run; then answer stop."""
-    handled.clear()
-    run_id = await rt.start(wf)
-    await worker.drain()
-    await rt.send(run_id, "v", "a")
-    await worker.drain()
-    await answer(rt, "stop", 1)
-    await worker.drain()
-    return run_id
-
-
 @pytest.mark.parametrize(
     "wf",
     [
-        _against_stop("nested_plain_then_hook_wf", _plain_then_hook),
-        _against_stop("nested_timed_then_hook_wf", _timed_then_hook),
-        _against_stop("nested_timed_then_timed_wf", _timed_then_timed),
-        _against_stop("nested_plain_then_a_first_wf", _plain_then_a_first),
-        _against_stop("nested_collect_until_stopped_wf", _collect_until_stopped),
+        against_stop("nested_plain_then_hook_wf", _plain_then_hook),
+        against_stop("nested_timed_then_hook_wf", _timed_then_hook),
+        against_stop("nested_timed_then_timed_wf", _timed_then_timed),
+        against_stop("nested_plain_then_a_first_wf", _plain_then_a_first),
+        against_stop("nested_collect_until_stopped_wf", _collect_until_stopped),
     ],
     ids=["hook", "timed-hook", "timed-timed", "plain-first", "collect-loop"],
 )
@@ -229,7 +204,8 @@ async def test_a_message_a_branch_read_before_waiting_again_stays_taken(
     """The second branch receives "a" and waits again (a hook, a receive with a timeout, a
     first(), or the next round of a loop that collects messages); stop wins: the run's own
     receive waits for "b"."""
-    run_id = await _message_then_stop(rt, worker, wf)
+    handled.clear()
+    run_id = await message_then_stop(rt, worker, wf)
     info = await rt.get_run(run_id)
     assert (info.status, handled) == (RunStatus.SUSPENDED, []), info.result
     await rt.send(run_id, "v", "b")
@@ -263,9 +239,9 @@ async def _timed_take_and_confirm_with_a_deadline() -> Any:
 @pytest.mark.parametrize(
     "wf",
     [
-        _against_stop("nested_confirm_wf", _take_and_confirm),
-        _against_stop("nested_confirm_with_a_deadline_wf", _take_and_confirm_with_a_deadline),
-        _against_stop(
+        against_stop("nested_confirm_wf", _take_and_confirm),
+        against_stop("nested_confirm_with_a_deadline_wf", _take_and_confirm_with_a_deadline),
+        against_stop(
             "nested_timed_confirm_with_a_deadline_wf", _timed_take_and_confirm_with_a_deadline
         ),
     ],
@@ -278,7 +254,8 @@ async def test_a_message_a_step_still_waiting_in_a_nested_first_had_stays_taken(
     first() with a deadline or not; stop wins while the step waits: "a" was used, and the
     run's own receive waits for "b"."""
     acted_on.clear()
-    run_id = await _message_then_stop(rt, worker, wf)
+    handled.clear()
+    run_id = await message_then_stop(rt, worker, wf)
     assert set(acted_on) == {"a"}
     info = await rt.get_run(run_id)
     assert (info.status, handled) == (RunStatus.SUSPENDED, []), info.result

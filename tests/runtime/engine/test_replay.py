@@ -26,6 +26,7 @@ FIELDS = (
     "step_waits",
     "patches",
     "completed_at",
+    "step_ends",
     "firsts",
     "closed",
     "untaken",
@@ -143,6 +144,16 @@ def test_step_completed_records_the_result_even_none() -> None:
     assert index.completed == {"a-0": {"ok": [1, 2]}, "b-0": None, "c-0": None}
     assert "b-0" in index.completed  # a None result is still a completed step
     assert _only_changed(index) == {"completed"}
+
+
+def test_step_completed_from_the_log_dates_the_step() -> None:
+    """A result read from the log says when the step was done (a first()'s branch that ran
+    it finished no earlier); one this execution buffers has no id yet."""
+    index = ReplayIndex()
+    index.add(EventType.STEP_COMPLETED, {"step_id": "a-0", "result": 1}, "1700000000005-2")
+    index.add(EventType.STEP_COMPLETED, {"step_id": "b-0", "result": 2})
+    assert index.step_ends == {"a-0": "1700000000005-2"}
+    assert _only_changed(index) == {"completed", "step_ends"}
 
 
 def test_retryable_step_failure_records_the_failure_and_its_retry_timer() -> None:

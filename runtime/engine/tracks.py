@@ -1,0 +1,179 @@
+"""What a first() learns of what its branches did: each task of a branch notes its waits,
+its steps, the tasks it starts and the first()s it nests in a :class:`Track`, so the
+first() can tell when a branch finished (by the log's order) and which receives of a
+losing branch took a message nothing went on to use.
+
+A track is a tree, not one list per branch: a branch that gathers tasks finished when the
+last of them did, and a receive whose task did nothing after it is unused, whatever order
+the tasks reached their calls in. (One list per branch, in the order calls were reached,
+made both depend on a gather's argument order: a step gathered before a wait made its
+branch finish "now", after every end the log held; a message a gathered receive took
+stayed taken when the receive came first and was given back when it came last.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import TypeAlias
+
+from .replay import stamp
+
+# When an end came, by the log's order (an event id's two numbers).
+Stamp = tuple[int, int]
+
+
+class StepMark:
+    """A step the task reached: done when the log recorded its result (``at``), or in this
+    pass (None: after every end the log holds)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: Stamp | None) -> None:
+        self.at = at
+
+
+class Track:
+    """The calls of one task of a first()'s branch, in the order it made them."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+
+
+class Fork:
+    """A first() a track nested: its branches' tracks, and its winner once decided."""
+
+    __slots__ = ("branches", "winner")
+
+    def __init__(self, branches: int) -> None:
+        self.branches = [Track() for _ in range(branches)]
+        self.winner: int | None = None
+
+
+# a wait's id, a step, a task the track's task started, or a first() it nested
+Entry: TypeAlias = str | StepMark | Track | Fork
+
+# The track of the task running now, inside a branch of a first() (None elsewhere).
+current_track: ContextVar[Track | None] = ContextVar("parley_track", default=None)
+# Set while first() creates its branches' tasks: each gets its branch's track, not a track
+# of a task its creator started.
+_forking: ContextVar[bool] = ContextVar("parley_forking", default=False)
+
+
+def note(entry: Entry) -> None:
+    track = current_track.get()
+    if track is not None:
+        track.entries.append(entry)
+
+
+def note_step(done_at: str | None) -> None:
+    """A step reached, whose result the log recorded as event ``done_at`` (None: it runs
+    in this pass)."""
+    track = current_track.get()
+    if track is None:
+        return
+    at = None if done_at is None else stamp(done_at)
+    entries = track.entries
+    # (a loop of steps in a branch: one mark for a run of steps done in this pass)
+    if at is not None or not entries or not _runs_now(entries[-1]):
+        entries.append(StepMark(at))
+
+
+def _runs_now(entry: Entry) -> bool:
+    return isinstance(entry, StepMark) and entry.at is None
+
+
+def started_task(context: contextvars.Context) -> None:
+    """A task started inside a branch (``context`` is its own, a copy of its creator's):
+    it notes its calls in a track of its own, which its creator's track holds."""
+    parent = context.get(current_track)
+    if parent is None or context.get(_forking):
+        return
+    track = Track()
+    parent.entries.append(track)
+    context.run(current_track.set, track)
+
+
+def fork(branches: int) -> Fork:
+    """A first() of ``branches`` waits starts: noted in the running track, if any."""
+    nested = Fork(branches)
+    note(nested)
+    return nested
+
+
+@contextlib.contextmanager
+def creating_branches() -> Iterator[None]:
+    """While a first() creates its branches' tasks (each enters its own branch's track)."""
+    token = _forking.set(True)
+    try:
+        yield
+    finally:
+        _forking.reset(token)
+
+
+def enter_branch(track: Track) -> None:
+    """In a branch's task: its calls go to its branch's track."""
+    current_track.set(track)
+    _forking.set(False)
+
+
+def finished_at(entry: Entry, end_of: Callable[[str], Stamp | None]) -> Stamp | None:
+    """When what ``entry`` stands for finished, by the log's order (None: nothing in it
+    ended; a finished branch then finished in this pass). ``end_of`` gives a wait's end
+    (None: not ended)."""
+    if isinstance(entry, str):
+        return end_of(entry)
+    if isinstance(entry, StepMark):
+        return entry.at if entry.at is not None else NOW
+    if isinstance(entry, Fork):
+        return None if entry.winner is None else finished_at(entry.branches[entry.winner], end_of)
+    ends = [at for at in (finished_at(e, end_of) for e in entry.entries) if at is not None]
+    return max(ends, default=None)
+
+
+NOW = (1 << 62, 0)  # after every event id: done in this pass
+
+
+def waits_of(entry: Entry) -> list[str]:
+    """Every wait in ``entry``, in the order its tasks noted them (a Fork: its winner's,
+    or every branch's while it is undecided)."""
+    if isinstance(entry, str):
+        return [entry]
+    if isinstance(entry, StepMark):
+        return []
+    if isinstance(entry, Fork):
+        return [wait for track in _counted(entry) for wait in waits_of(track)]
+    return [wait for e in entry.entries for wait in waits_of(e)]
+
+
+def _counted(nested: Fork) -> list[Track]:
+    """What a nested first() did, for its enclosing branch: its winner's, or, undecided,
+    every branch's (a decision withdrew the losers')."""
+    if nested.winner is None:
+        return nested.branches
+    return [nested.branches[nested.winner]]
+
+
+def trailing(entry: Entry) -> list[str]:
+    """The waits in ``entry`` after which its task made no further call: a receive among
+    them took a message nothing went on to use. A task's last wait, or, when it ended by
+    starting tasks (a gather), their trailing waits; a step after them ends it."""
+    if isinstance(entry, str):
+        return [entry]
+    if isinstance(entry, StepMark):
+        return []
+    if isinstance(entry, Fork):
+        return [wait for track in _counted(entry) for wait in trailing(track)]
+    found: list[str] = []
+    for last in reversed(entry.entries):
+        if isinstance(last, Track):  # tasks it started last (a gather): theirs
+            found += trailing(last)
+            continue
+        if not found:
+            found = trailing(last)
+        break
+    return found

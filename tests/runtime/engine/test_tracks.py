@@ -1,0 +1,103 @@
+"""engine/tracks.py: when a first()'s branch finished and which of its waits ended it, from
+the tree of what its tasks did."""
+
+from __future__ import annotations
+
+import contextvars
+
+from runtime.engine import tracks
+from runtime.engine.tracks import NOW, Fork, StepMark, Track
+
+ENDS = {"h": (10, 0), "x": (20, 0), "y": (30, 0)}
+
+
+def _track(*entries: tracks.Entry) -> Track:
+    track = Track()
+    track.entries.extend(entries)
+    return track
+
+
+def _finished_at(entry: tracks.Entry) -> tracks.Stamp | None:
+    return tracks.finished_at(entry, ENDS.get)
+
+
+def test_a_branch_finished_with_the_last_of_what_it_did() -> None:
+    assert _finished_at(_track("h", "x")) == (20, 0)
+    assert _finished_at(_track("x", "h")) == (20, 0)  # its order does not matter
+    assert _finished_at(_track(_track("y"), _track("h"))) == (30, 0)  # a gather's slowest
+    assert _finished_at(_track()) is None  # nothing ended: finished in the pass
+
+
+def test_a_step_counts_from_when_its_result_was_recorded() -> None:
+    assert _finished_at(_track(StepMark((5, 0)), "h")) == (10, 0)
+    assert _finished_at(_track("h", StepMark((15, 0)))) == (15, 0)
+    assert _finished_at(_track(_track("h"), _track(StepMark((5, 0))))) == (10, 0)
+    assert _finished_at(_track("h", StepMark(None))) == NOW  # done in this pass
+
+
+def test_a_nested_first_counts_by_its_winner() -> None:
+    nested = Fork(2)
+    nested.branches[0].entries.append("y")
+    nested.branches[1].entries.append("h")
+    assert _finished_at(_track(nested)) is None  # undecided
+    nested.winner = 1
+    assert _finished_at(_track(nested)) == (10, 0)
+    assert tracks.waits_of(_track("x", nested)) == ["x", "h"]
+
+
+def test_the_trailing_waits_are_those_after_which_their_task_did_nothing() -> None:
+    assert tracks.trailing(_track("x", "h")) == ["h"]
+    assert tracks.trailing(_track("x", StepMark(None))) == []
+    # a gather, whatever its order: each task's last
+    assert sorted(tracks.trailing(_track("y", _track("x"), _track("h")))) == ["h", "x"]
+    # a task started before a later call of its creator: that call is the last
+    assert tracks.trailing(_track(_track("x"), "h")) == ["h"]
+    undecided = Fork(2)
+    undecided.branches[0].entries.append("x")
+    undecided.branches[1].entries.append("h")
+    assert sorted(tracks.trailing(_track("y", undecided))) == ["h", "x"]
+    undecided.winner = 0
+    assert tracks.trailing(_track("y", undecided)) == ["x"]
+
+
+def test_a_task_started_in_a_branch_gets_a_track_its_creators_holds() -> None:
+    branch = Track()
+
+    def in_branch() -> None:
+        tracks.enter_branch(branch)
+        tracks.note("h")
+        child = contextvars.copy_context()
+        tracks.started_task(child)
+        child.run(tracks.note, "x")
+        with tracks.creating_branches():  # a first()'s branch task enters its own track
+            nested = contextvars.copy_context()
+            tracks.started_task(nested)
+        assert nested.get(tracks.current_track) is branch
+
+    contextvars.copy_context().run(in_branch)
+    [wait, task] = branch.entries
+    assert wait == "h" and isinstance(task, Track) and task.entries == ["x"]
+
+
+def test_steps_done_in_the_pass_are_one_mark() -> None:
+    track = Track()
+
+    def in_branch() -> None:
+        tracks.enter_branch(track)
+        for _ in range(3):
+            tracks.note_step(None)
+        tracks.note_step("1700000000005-1")
+
+    contextvars.copy_context().run(in_branch)
+    [now, dated] = track.entries
+    assert isinstance(now, StepMark) and now.at is None
+    assert isinstance(dated, StepMark) and dated.at == (1700000000005, 1)
+
+
+def test_outside_a_branch_nothing_is_noted() -> None:
+    def outside() -> None:
+        tracks.note("h")
+        tracks.note_step(None)
+        assert tracks.current_track.get() is None
+
+    contextvars.copy_context().run(outside)

@@ -1,0 +1,171 @@
+"""A first() whose branch gathers tasks: the branch finished when the last of them did, and
+a receive whose task did nothing after it took a message nothing used, whatever the order
+of the gather's arguments and of the tasks' calls (engine/tracks.py). Each case runs on
+the embedded store and Redis, with the worker that resumes from its replay cache and one
+that replays the whole log. Found by review: one list of calls per branch, in the order
+they were reached, made the outcome depend on that order (each case failed on 672544b)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from runtime import RunStatus, Runtime, Worker, first, hook, receive, step, workflow
+from tests.apps.messages_app import against_stop, handled
+from tests.helpers import answer, message_then_stop
+
+
+def _worker(rt: Runtime, worker: Worker, full: bool) -> Worker:
+    return Worker(rt, timer_tick=0.01, replay_cache=0) if full else worker
+
+
+# A nested first() in a task gathered in a losing branch can still run when its branch
+# ended (gather passes on the first Suspend): the decision must see its receive as it took
+# the message. (It noted its winner only when it returned, after the decision: the message
+# stayed taken, and nothing read it.)
+
+
+async def _gather_hook_and_a_timed_receive_in_a_first() -> Any:
+    return await asyncio.gather(hook("h"), first(hook("x"), receive("v", timeout="1h")))
+
+
+async def _gather_hook_and_a_plain_receive() -> Any:  # the same without nesting
+    return await asyncio.gather(hook("h"), hook("x"), receive("v"))
+
+
+LATE = [
+    against_stop("gathers_late_nested_timed", _gather_hook_and_a_timed_receive_in_a_first),
+    against_stop("gathers_late_bare", _gather_hook_and_a_plain_receive),
+]
+
+
+@pytest.mark.parametrize("message_first", [False, True], ids=["stop-then-a", "a-then-stop"])
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+@pytest.mark.parametrize("wf", LATE, ids=["nested-timed", "bare"])
+async def test_a_message_nothing_used_in_a_losing_gather_goes_to_the_next_receive(
+    rt: Runtime, worker: Worker, wf: Any, full: bool, message_first: bool
+) -> None:
+    """The losing branch gathers a hook and a receive (3 deep: in a first(), with a
+    timeout); the receive takes "a" but the gather never returns: nothing used "a", so the
+    run's own receive takes it. (Nested, the run waited for ever, "a" unread.)"""
+    handled.clear()
+    w = _worker(rt, worker, full)
+    run_id = await rt.start(wf)
+    await w.drain()
+    if message_first:
+        await rt.send(run_id, "v", "a")
+        await w.drain()
+        await answer(rt, "stop", 1)
+    else:
+        await answer(rt, "stop", 1)
+        await rt.send(run_id, "v", "a")
+    await w.drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, (info.status, info.error, handled)
+    assert await rt.wait(run_id, timeout=5) == [0, "handled a"]
+
+
+# Which receive of a losing branch gives its message back does not depend on the order the
+# gathered tasks reached their calls. (Only the branch's last call counted as unused.)
+
+
+async def _gather_receive_then_hook() -> Any:
+    return await asyncio.gather(receive("v"), hook("h"))
+
+
+async def _gather_hook_then_receive() -> Any:
+    return await asyncio.gather(hook("h"), receive("v"))
+
+
+async def _gather_timed_receive_then_hook() -> Any:
+    return await asyncio.gather(receive("v", timeout="1h"), hook("h"))
+
+
+ORDER = [
+    against_stop("gathers_order_receive_hook", _gather_receive_then_hook),
+    against_stop("gathers_order_hook_receive", _gather_hook_then_receive),
+    against_stop("gathers_order_timed_hook", _gather_timed_receive_then_hook),
+]
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+@pytest.mark.parametrize("wf", ORDER, ids=["receive-hook", "hook-receive", "timed-hook"])
+async def test_the_message_of_a_losing_gather_does_not_depend_on_argument_order(
+    rt: Runtime, worker: Worker, wf: Any, full: bool
+) -> None:
+    """gather(receive("v"), hook("h")) in the losing branch; "a" comes, then stop: as
+    for gather(hook("h"), receive("v")), "a" goes to the run's receive. (receive-hook:
+    the run waited for ever, "a" unread.)"""
+    handled.clear()
+    run_id = await message_then_stop(rt, _worker(rt, worker, full), wf)
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, (info.status, info.error, handled)
+    assert await rt.wait(run_id, timeout=5) == [0, "handled a"]
+
+
+# The winner does not depend on the order of a gather's arguments: a step gathered beside
+# a wait counts from when its result was recorded. (It was noted after the wait or before
+# it by the order they were reached, and noted last it made the branch finish "now".)
+
+
+@step
+async def quick() -> str:
+    return "done"
+
+
+async def _hook_and_step() -> Any:
+    return await asyncio.gather(hook("h"), quick())
+
+
+async def _step_and_hook() -> Any:
+    return await asyncio.gather(quick(), hook("h"))
+
+
+async def _plain_receive_and_step() -> Any:
+    return await asyncio.gather(receive("v"), quick())
+
+
+async def _timed_receive_and_step() -> Any:
+    return await asyncio.gather(receive("v", timeout="1h"), quick())
+
+
+def _which(name: str, branch: Any) -> Any:
+    @workflow(name=name)
+    async def against_stop() -> int:
+        which, _ = await first(hook("stop"), branch())
+        return which
+
+    return against_stop
+
+
+WINNERS = [
+    (_which("gathers_win_hook_step", _hook_and_step), "hook"),
+    (_which("gathers_win_step_hook", _step_and_hook), "hook"),
+    (_which("gathers_win_plain_step", _plain_receive_and_step), "message"),
+    (_which("gathers_win_timed_step", _timed_receive_and_step), "message"),
+]
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+@pytest.mark.parametrize(
+    ("wf", "end"), WINNERS, ids=["hook-step", "step-hook", "plain-step", "timed-step"]
+)
+async def test_a_gathered_step_done_before_the_wait_ended_does_not_make_the_branch_late(
+    rt: Runtime, worker: Worker, wf: Any, end: str, full: bool
+) -> None:
+    """The branch gathers a wait and a step, done in the first pass. Then the wait ends,
+    then stop is answered, before a worker replays the run: the branch finished when its
+    wait ended, before stop, whatever the argument order. (hook-step, plain-step: stop
+    won.)"""
+    w = _worker(rt, worker, full)
+    run_id = await rt.start(wf)
+    await w.drain()
+    if end == "hook":
+        await answer(rt, "h", 1)
+    else:
+        await rt.send(run_id, "v", "a")
+    await answer(rt, "stop", 1)
+    await w.drain()
+    assert await rt.wait(run_id, timeout=5) == 1
