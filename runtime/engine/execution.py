@@ -169,6 +169,7 @@ class Execution(Endings):
         self.owned: set[asyncio.Future[Any]] = set()  # tasks whose outcome first() takes
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
         self.writes = Writes()
+        self.undated_steps = []
         self.refused = False  # the last suspension was refused: events had arrived
         self.flush_before_step = False
 

@@ -113,7 +113,10 @@ class ReplayIndex:
             handler(self, data)
         wait = _COMPLETES.get(event_type)
         if wait == _STEP:
-            if event_id is not None:  # (read as a stamp only by a first() that needs it)
+            # (read as a stamp only by a first() that needs it)
+            if event_id is not None and (
+                event_type == EventType.STEP_COMPLETED or data.get("final", False)
+            ):
                 self.step_ends[data[_STEP]] = event_id
         elif wait is not None:
             at = None if event_id is None else stamp(event_id)
@@ -280,5 +283,7 @@ _COMPLETES: dict[str, str] = {
     EventType.TIMER_FIRED: "timer_id",
     EventType.CHILD_COMPLETED: "child_run_id",
     EventType.MESSAGE_RECEIVED: _TOPIC,
-    EventType.STEP_COMPLETED: _STEP,  # not a wait: when a step's result was recorded
+    # not waits: when a step's result, or its final failure, was recorded
+    EventType.STEP_COMPLETED: _STEP,
+    EventType.STEP_FAILED: _STEP,
 }

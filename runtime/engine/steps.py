@@ -112,7 +112,7 @@ async def call_step(
             encode_fragment("result", encoded, step_id=step_id),
             {"step_id": step_id, "result": value},
         )
-        execution.undated_steps += (step_id,)
+        execution.undated_steps.append(step_id)
         execution.drop_checkpoint(step_id)
         execution.flush_before_step = True
         _faults.crash_point("after_step_completed")
@@ -146,6 +146,7 @@ async def _record_failure(
             EventType.STEP_FAILED,
             {"step_id": step_id, "attempt": attempt, "error": error, "final": True},
         )
+        execution.undated_steps.append(step_id)
         execution.drop_checkpoint(step_id)
         execution.flush_before_step = True
         raise _step_failed(execution, step_id, error) from exc

@@ -169,11 +169,11 @@ def trailing(entry: Entry) -> list[str]:
     if isinstance(entry, Fork):
         return [wait for track in _counted(entry) for wait in trailing(track)]
     found: list[str] = []
-    for last in reversed(entry.entries):
-        if isinstance(last, Track):  # tasks it started last (a gather): theirs
-            found += trailing(last)
-            continue
-        if not found:
-            found = trailing(last)
-        break
+    entries = entry.entries
+    n = len(entries)
+    while n and isinstance(entries[n - 1], Track):  # tasks it started last (a gather)
+        n -= 1
+        found += trailing(entries[n])
+    if n == len(entries) and n:  # (after such tasks, what came before was theirs: used)
+        found = trailing(entries[-1])
     return found

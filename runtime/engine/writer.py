@@ -48,10 +48,11 @@ class Writer:
     # index must not outlive it even if it goes on to suspend cleanly (user code catching
     # EventLimitExceeded; a branch of first() that unwound). See Execution.remembered.
     unconfirmed_writes: int = 0
-    # Steps whose result is buffered: when the write holding it is applied, the id of its
-    # last event dates them (one script appends a write's events, nobody's between them:
-    # the same order against others' events as their own ids), for first()'s scoring.
-    undated_steps: tuple[str, ...] = ()
+    # Steps whose result (or final failure) is buffered: when the write holding it is
+    # applied, the id of its last event dates them (one script appends a write's events,
+    # nobody's between them: the same order against others' events as their own ids), for
+    # first()'s scoring.
+    undated_steps: list[str]
 
     def record(self, event_type: EventType, data: dict[str, Any]) -> None:
         """Buffer an event and apply it to the index at once (replay sees our own writes)."""
@@ -109,7 +110,9 @@ class Writer:
         writes = self.writes.take()
         if not writes and suspension is None and finish is None:
             return []  # the write in flight before this one sent them
-        dating, self.undated_steps = self.undated_steps, ()
+        dating = self.undated_steps
+        if dating:
+            self.undated_steps = []
         self.unconfirmed_writes += 1
         try:
             applied = await self.store.apply(

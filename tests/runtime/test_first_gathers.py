@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from runtime import RunStatus, Runtime, Worker, first, hook, receive, step, workflow
-from tests.apps.messages_app import against_stop, handled
+from runtime import RunStatus, Runtime, StepFailed, Worker, first, hook, receive, step, workflow
+from tests.apps.messages_app import against_stop, handle_message, handled
 from tests.helpers import answer, message_then_stop
 
 
@@ -168,4 +168,129 @@ async def test_a_gathered_step_done_before_the_wait_ended_does_not_make_the_bran
         await rt.send(run_id, "v", "a")
     await answer(rt, "stop", 1)
     await w.drain()
+    assert await rt.wait(run_id, timeout=5) == 1
+
+
+# A receive whose message the tasks started after it used (steps gathered on it): used,
+# it stays taken. (The first tree's rule found no trailing wait in those tasks and fell
+# back to the receive before them: the message was given back and handled twice.)
+
+
+@step
+async def also_handle(message: object) -> str:
+    handled.append(("also", message))
+    return f"also {message}"
+
+
+async def _receive_then_gather_steps() -> Any:
+    message = await receive("v")
+    return await asyncio.gather(handle_message(message), also_handle(message))
+
+
+async def _receive_then_one_step() -> Any:
+    message = await receive("v")
+    return await handle_message(message)
+
+
+USED = [
+    against_stop("gathers_receive_then_gathered_steps", _receive_then_gather_steps),
+    against_stop("gathers_receive_then_one_step", _receive_then_one_step),
+]
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+@pytest.mark.parametrize("wf", USED, ids=["gathered-steps", "one-step"])
+async def test_a_message_steps_of_a_losing_branch_used_is_not_given_back(
+    rt: Runtime, worker: Worker, wf: Any, full: bool
+) -> None:
+    """stop is answered, then "a" comes, before a worker runs the run: both branches finish
+    in one pass and stop, earlier in the log, wins. The losing branch handed "a" to
+    steps, which ran: "a" stays taken, and the run waits for another message."""
+    handled.clear()
+    w = _worker(rt, worker, full)
+    run_id = await rt.start(wf)
+    await w.drain()
+    await answer(rt, "stop", 1)
+    await rt.send(run_id, "v", "a")
+    await w.drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.SUSPENDED, (info.status, handled)
+    assert handled.count("a") == 1, handled
+
+
+# A step that failed for good (its failure caught by the branch) counts from when its
+# failure was recorded. (Only results were dated: it counted as done in the pass.)
+
+
+@step
+async def broken() -> str:
+    raise RuntimeError("boom")
+
+
+@step
+async def fine() -> str:
+    return "ok"
+
+
+async def _caught(call: Any) -> str:
+    try:
+        return str(await call())
+    except StepFailed:
+        return "failed"
+
+
+async def _hook_and_caught_failure() -> Any:
+    return await asyncio.gather(hook("h"), _caught(broken))
+
+
+async def _hook_and_step_done() -> Any:
+    return await asyncio.gather(hook("h"), _caught(fine))
+
+
+FAILED = [
+    _which("gathers_hook_and_caught_failure", _hook_and_caught_failure),
+    _which("gathers_hook_and_step_done", _hook_and_step_done),
+]
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+@pytest.mark.parametrize("wf", FAILED, ids=["caught-failure", "step-done"])
+async def test_a_gathered_step_that_failed_before_the_wait_ended_does_not_make_the_branch_late(
+    rt: Runtime, worker: Worker, wf: Any, full: bool
+) -> None:
+    """The branch gathers hook h and a step that fails for good (or succeeds) in the first
+    pass; h is answered, then stop, before a worker runs the run: the branch finished
+    when h was answered, before stop, and wins."""
+    w = _worker(rt, worker, full)
+    run_id = await rt.start(wf)
+    await w.drain()
+    await answer(rt, "h", 1)
+    await answer(rt, "stop", 1)
+    await w.drain()
+    assert await rt.wait(run_id, timeout=5) == 1
+
+
+_started: set[asyncio.Future[None]] = set()
+
+
+def _start_a_task(token: str) -> None:
+    task = asyncio.ensure_future(asyncio.sleep(0))
+    _started.add(task)
+    task.add_done_callback(_started.discard)
+
+
+@workflow(name="gathers_bare_hooks_whose_on_created_starts_a_task")
+async def bare_hooks_whose_on_created_starts_a_task() -> int:
+    which, _ = await first(hook("a", on_created=_start_a_task), hook("b", on_created=_start_a_task))
+    return which
+
+
+async def test_a_bare_hook_whose_on_created_starts_a_task(rt: Runtime, worker: Worker) -> None:
+    """A bare hook's track starts with its wait, whatever its on_created starts (the
+    first()'s group of bare waits is read from it)."""
+    run_id = await rt.start(bare_hooks_whose_on_created_starts_a_task)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await answer(rt, "b", 1)
+    await worker.drain()
     assert await rt.wait(run_id, timeout=5) == 1

@@ -156,6 +156,16 @@ def test_step_completed_from_the_log_dates_the_step() -> None:
     assert _only_changed(index) == {"completed", "step_ends"}
 
 
+def test_a_final_step_failure_from_the_log_dates_the_step() -> None:
+    """A step that failed for good was done then; one that will retry was not."""
+    index = ReplayIndex()
+    failed = {"step_id": "a-0", "attempt": 0, "error": {"type": "E"}, "final": True}
+    index.add(EventType.STEP_FAILED, failed, "1700000000005-2")
+    retried = {"step_id": "b-0", "attempt": 0, "error": {"type": "E"}, "final": False}
+    index.add(EventType.STEP_FAILED, retried, "1700000000006-0")
+    assert index.step_ends == {"a-0": "1700000000005-2"}
+
+
 def test_retryable_step_failure_records_the_failure_and_its_retry_timer() -> None:
     index = ReplayIndex()
     index.add(

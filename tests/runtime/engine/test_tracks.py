@@ -52,6 +52,8 @@ def test_the_trailing_waits_are_those_after_which_their_task_did_nothing() -> No
     assert sorted(tracks.trailing(_track("y", _track("x"), _track("h")))) == ["h", "x"]
     # a task started before a later call of its creator: that call is the last
     assert tracks.trailing(_track(_track("x"), "h")) == ["h"]
+    # tasks started last that ended with steps had what came before: nothing trails
+    assert tracks.trailing(_track("x", _track(StepMark(None)), _track(StepMark(None)))) == []
     undecided = Fork(2)
     undecided.branches[0].entries.append("x")
     undecided.branches[1].entries.append("h")
