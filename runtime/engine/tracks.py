@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import TypeAlias
@@ -36,12 +37,19 @@ class StepMark:
 
 
 class Track:
-    """The calls of one task of a first()'s branch, in the order it made them."""
+    """The calls of one task of a first()'s branch, in the order it made them, each with
+    when it was made (``noted``: one count across every track, so calls of different tasks
+    compare)."""
 
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "noted")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
+        self.noted: list[int] = []
+
+    def add(self, entry: Entry) -> None:
+        self.entries.append(entry)
+        self.noted.append(next(_calls))
 
 
 class Fork:
@@ -57,6 +65,8 @@ class Fork:
 # a wait's id, a step, a task the track's task started, or a first() it nested
 Entry: TypeAlias = str | StepMark | Track | Fork
 
+_calls = itertools.count()  # the order calls were noted in, in every track
+
 # The track of the task running now, inside a branch of a first() (None elsewhere).
 current_track: ContextVar[Track | None] = ContextVar("parley_track", default=None)
 # Set while first() creates its branches' tasks: each gets its branch's track, not a track
@@ -67,7 +77,7 @@ _forking: ContextVar[bool] = ContextVar("parley_forking", default=False)
 def note(entry: Entry) -> None:
     track = current_track.get()
     if track is not None:
-        track.entries.append(entry)
+        track.add(entry)
 
 
 def note_step(done_at: str | None) -> None:
@@ -78,9 +88,12 @@ def note_step(done_at: str | None) -> None:
         return
     at = None if done_at is None else stamp(done_at)
     entries = track.entries
-    # (a loop of steps in a branch: one mark for a run of steps done in this pass)
-    if at is not None or not entries or not _runs_now(entries[-1]):
-        entries.append(StepMark(at))
+    # (a loop of steps in a branch: one mark for a run of steps done in this pass, noted
+    # as of the last)
+    if at is None and entries and _runs_now(entries[-1]):
+        track.noted[-1] = next(_calls)
+    else:
+        track.add(StepMark(at))
 
 
 def _runs_now(entry: Entry) -> bool:
@@ -94,7 +107,7 @@ def started_task(context: contextvars.Context) -> None:
     if parent is None or context.get(_forking):
         return
     track = Track()
-    parent.entries.append(track)
+    parent.add(track)
     context.run(current_track.set, track)
 
 
@@ -158,22 +171,30 @@ def _counted(nested: Fork) -> list[Track]:
     return [nested.branches[nested.winner]]
 
 
-def trailing(entry: Entry) -> list[str]:
-    """The waits in ``entry`` after which its task made no further call: a receive among
-    them took a message nothing went on to use. A task's last wait, or, when it ended by
-    starting tasks (a gather), their trailing waits; a step after them ends it."""
-    if isinstance(entry, str):
-        return [entry]
-    if isinstance(entry, StepMark):
-        return []
-    if isinstance(entry, Fork):
-        return [wait for track in _counted(entry) for wait in trailing(track)]
-    found: list[str] = []
-    entries = entry.entries
-    n = len(entries)
-    while n and isinstance(entries[n - 1], Track):  # tasks it started last (a gather)
-        n -= 1
-        found += trailing(entries[n])
-    if n == len(entries) and n:  # (after such tasks, what came before was theirs: used)
-        found = trailing(entries[-1])
-    return found
+def trailing(track: Track) -> list[str]:
+    """The waits in ``track`` that nothing went on from: a receive among them took a
+    message nothing used. Such a wait is the last call of its task, and no task it runs
+    inside (the branch, a task that started it, a first() that holds it) made a call after
+    it: that task could have read the value only then, by awaiting it. (Races closed: a
+    receive in a task its creator awaited only after waiting on a hook of its own kept a
+    message nothing read; receives whose message was passed on to tasks it started, steps
+    gathered on it, were given back and the message handled twice.)"""
+    unused: list[str] = []
+    _trailing(track, -1, unused)
+    return unused
+
+
+def _trailing(track: Track, later: int, unused: list[str]) -> None:
+    """``later``: when the tasks ``track`` runs inside last made a call (-1: none)."""
+    if not track.entries:
+        return
+    last, last_noted = track.entries[-1], track.noted[-1]
+    if isinstance(last, str) and last_noted > later:
+        unused.append(last)
+    inner = max(later, max(track.noted))  # (a task it started was noted before its calls)
+    for entry in track.entries:
+        if isinstance(entry, Track):
+            _trailing(entry, inner, unused)
+        elif isinstance(entry, Fork):
+            for branch in _counted(entry):
+                _trailing(branch, inner, unused)

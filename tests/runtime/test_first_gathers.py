@@ -294,3 +294,56 @@ async def test_a_bare_hook_whose_on_created_starts_a_task(rt: Runtime, worker: W
     await answer(rt, "b", 1)
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == 1
+
+
+# A branch starts a task that receives, then waits on a hook of its own, then awaits
+# the task. The task's receive took "a"; the branch, waiting on h, loses to stop: nothing
+# used "a", so it goes to the run's own receive. (The first tree counted the creator's
+# hook, made before the receive, as a use: the run waited for ever, "a" unread.)
+
+
+async def _task_receive_then_hook() -> Any:
+    task = asyncio.ensure_future(receive("v"))
+    await hook("h")
+    return await task
+
+
+async def _task_receive_then_nested_first() -> Any:
+    task = asyncio.ensure_future(receive("v"))
+    await first(hook("h"), hook("h2"))
+    return await task
+
+
+@step
+async def unrelated() -> str:
+    return "unrelated"
+
+
+async def _task_receive_then_step() -> Any:
+    task = asyncio.ensure_future(receive("v"))
+    await unrelated()
+    await hook("h")
+    return await task
+
+
+TASK_FIRST = [
+    against_stop("gathers_task_receive_then_hook", _task_receive_then_hook),
+    against_stop("gathers_task_receive_then_nested_first", _task_receive_then_nested_first),
+    against_stop("gathers_task_receive_then_step", _task_receive_then_step),
+]
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+@pytest.mark.parametrize("wf", TASK_FIRST, ids=["then-hook", "then-first", "then-step-hook"])
+async def test_a_task_receive_started_before_a_hook_gives_its_message_back(
+    rt: Runtime, worker: Worker, full: bool, wf: Any
+) -> None:
+    """The losing branch starts a task that receives "a", then waits on its own hook h
+    (awaiting the task only after it): stop wins while h is pending. Nothing read "a": it
+    goes to the run's receive, as when the receive is gathered with h."""
+    handled.clear()
+    w = _worker(rt, worker, full)
+    run_id = await message_then_stop(rt, w, wf)
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, (info.status, info.error, handled)
+    assert await rt.wait(run_id, timeout=5) == [0, "handled a"]

@@ -11,9 +11,11 @@ from runtime.engine.tracks import NOW, Fork, StepMark, Track
 ENDS = {"h": (10, 0), "x": (20, 0), "y": (30, 0)}
 
 
-def _track(*entries: tracks.Entry) -> Track:
+def _track(*entries: tracks.Entry, noted: tuple[int, ...] = ()) -> Track:
+    """A track of ``entries``, made at the times ``noted`` (default: 0, 1, 2...)."""
     track = Track()
     track.entries.extend(entries)
+    track.noted.extend(noted or range(len(entries)))
     return track
 
 
@@ -45,21 +47,29 @@ def test_a_nested_first_counts_by_its_winner() -> None:
     assert tracks.waits_of(_track("x", nested)) == ["x", "h"]
 
 
-def test_the_trailing_waits_are_those_after_which_their_task_did_nothing() -> None:
+def test_the_trailing_waits_are_those_nothing_went_on_from() -> None:
     assert tracks.trailing(_track("x", "h")) == ["h"]
     assert tracks.trailing(_track("x", StepMark(None))) == []
     # a gather, whatever its order: each task's last
-    assert sorted(tracks.trailing(_track("y", _track("x"), _track("h")))) == ["h", "x"]
-    # a task started before a later call of its creator: that call is the last
-    assert tracks.trailing(_track(_track("x"), "h")) == ["h"]
+    gathered = _track("y", _track("x", noted=(5,)), _track("h", noted=(6,)))
+    assert tracks.trailing(gathered) == ["x", "h"]
     # tasks started last that ended with steps had what came before: nothing trails
     assert tracks.trailing(_track("x", _track(StepMark(None)), _track(StepMark(None)))) == []
-    undecided = Fork(2)
-    undecided.branches[0].entries.append("x")
-    undecided.branches[1].entries.append("h")
-    assert sorted(tracks.trailing(_track("y", undecided))) == ["h", "x"]
-    undecided.winner = 0
-    assert tracks.trailing(_track("y", undecided)) == ["x"]
+
+
+def test_a_tasks_last_wait_trails_unless_a_task_it_runs_in_went_on_after_it() -> None:
+    # a task started, then its creator's own hook, then the task's receive: nobody read it
+    assert tracks.trailing(_track(_track("x", noted=(2,)), "h", noted=(0, 1))) == ["h", "x"]
+    # the creator's call came after the receive (it could have awaited the task): used
+    assert tracks.trailing(_track(_track("x", noted=(2,)), "h", noted=(0, 3))) == ["h"]
+    # the same through a nested first(): its winner's branch, or every branch undecided
+    nested = Fork(2)
+    nested.branches = [_track("x", noted=(5,)), _track("h", noted=(6,))]
+    assert tracks.trailing(_track(nested, noted=(0,))) == ["x", "h"]
+    nested.winner = 0
+    assert tracks.trailing(_track(nested, noted=(0,))) == ["x"]
+    went_on = _track(nested, "y", noted=(0, 7))  # the branch waited again after
+    assert tracks.trailing(went_on) == ["y"]
 
 
 def test_a_task_started_in_a_branch_gets_a_track_its_creators_holds() -> None:
