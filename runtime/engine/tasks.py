@@ -11,6 +11,8 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
+from .tracks import ReadingTask, started_track
+
 _tracking: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
@@ -32,11 +34,17 @@ def track_tasks(
     ) -> asyncio.Future[Any]:
         given = kwargs.pop("context", None)
         context = prepare(contextvars.copy_context() if given is None else given)
-        task: asyncio.Future[Any] = (
-            asyncio.Task(coro, loop=loop, context=context, **kwargs)
-            if previous is None
-            else cast(Any, previous)(loop, coro, context=context, **kwargs)
-        )
+        task: asyncio.Future[Any]
+        if previous is not None:
+            task = cast(Any, previous)(loop, coro, context=context, **kwargs)
+        elif (track := started_track(context)) is not None:
+            # a task started inside a first()'s branch: who reads its result is noted
+            reading = ReadingTask(coro, loop=loop, context=context, **kwargs)
+            reading.track = track
+            track.reads_noted = True
+            task = reading
+        else:
+            task = asyncio.Task(coro, loop=loop, context=context, **kwargs)
         adopt(task)
         return task
 

@@ -13,12 +13,13 @@ stayed taken when the receive came first and was given back when it came last.)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextvars import ContextVar
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from .replay import stamp
 
@@ -41,11 +42,14 @@ class Track:
     when it was made (``noted``: one count across every track, so calls of different tasks
     compare)."""
 
-    __slots__ = ("entries", "noted")
+    __slots__ = ("entries", "noted", "reads_noted")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self.noted: list[int] = []
+        # Its task is a ReadingTask: what it returned went on only where a Read says so
+        # (else, conservatively, wherever its creator made a call after it).
+        self.reads_noted = False
 
     def add(self, entry: Entry) -> None:
         self.entries.append(entry)
@@ -62,8 +66,19 @@ class Fork:
         self.winner: int | None = None
 
 
-# a wait's id, a step, a task the track's task started, or a first() it nested
-Entry: TypeAlias = str | StepMark | Track | Fork
+class Read:
+    """The track's task read what a task it did not run inside returned (awaited it, or
+    took its result): that task's value went on in this one."""
+
+    __slots__ = ("track",)
+
+    def __init__(self, track: Track) -> None:
+        self.track = track
+
+
+# a wait's id, a step, a task the track's task started, a first() it nested, or a task's
+# result it read
+Entry: TypeAlias = str | StepMark | Track | Fork | Read
 
 _calls = itertools.count()  # the order calls were noted in, in every track
 
@@ -72,6 +87,9 @@ current_track: ContextVar[Track | None] = ContextVar("parley_track", default=Non
 # Set while first() creates its branches' tasks: each gets its branch's track, not a track
 # of a task its creator started.
 _forking: ContextVar[bool] = ContextVar("parley_forking", default=False)
+# In a task started inside a branch: the track started for it (None in a branch's own
+# task), which reading its result notes.
+_started: ContextVar[Track | None] = ContextVar("parley_started_track", default=None)
 
 
 def note(entry: Entry) -> None:
@@ -104,11 +122,39 @@ def started_task(context: contextvars.Context) -> None:
     """A task started inside a branch (``context`` is its own, a copy of its creator's):
     it notes its calls in a track of its own, which its creator's track holds."""
     parent = context.get(current_track)
-    if parent is None or context.get(_forking):
+    if parent is None:
+        return
+    if context.get(_forking):
+        context.run(_started.set, None)
         return
     track = Track()
     parent.add(track)
     context.run(current_track.set, track)
+    context.run(_started.set, track)
+
+
+def started_track(context: contextvars.Context) -> Track | None:
+    """The track :func:`started_task` gave the task that runs in ``context``, if any."""
+    return context.get(_started)
+
+
+class ReadingTask(asyncio.Task[Any]):
+    """A task started inside a branch: whoever awaits it or takes its result notes the
+    read in their own track (what it returned went on there)."""
+
+    track: Track
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        value = yield from super().__await__()
+        note(Read(self.track))
+        return value
+
+    __iter__ = __await__
+
+    def result(self) -> Any:
+        value = super().result()
+        note(Read(self.track))
+        return value
 
 
 def fork(branches: int) -> Fork:
@@ -142,6 +188,8 @@ def finished_at(entry: Entry, end_of: Callable[[str], Stamp | None]) -> Stamp | 
         return end_of(entry)
     if isinstance(entry, StepMark):
         return entry.at if entry.at is not None else NOW
+    if isinstance(entry, Read):
+        return None
     if isinstance(entry, Fork):
         return None if entry.winner is None else finished_at(entry.branches[entry.winner], end_of)
     ends = [at for at in (finished_at(e, end_of) for e in entry.entries) if at is not None]
@@ -156,7 +204,7 @@ def waits_of(entry: Entry) -> list[str]:
     or every branch's while it is undecided)."""
     if isinstance(entry, str):
         return [entry]
-    if isinstance(entry, StepMark):
+    if isinstance(entry, StepMark | Read):
         return []
     if isinstance(entry, Fork):
         return [wait for track in _counted(entry) for wait in waits_of(track)]
@@ -173,28 +221,68 @@ def _counted(nested: Fork) -> list[Track]:
 
 def trailing(track: Track) -> list[str]:
     """The waits in ``track`` that nothing went on from: a receive among them took a
-    message nothing used. Such a wait is the last call of its task, and no task it runs
-    inside (the branch, a task that started it, a first() that holds it) made a call after
-    it: that task could have read the value only then, by awaiting it. (Races closed: a
-    receive in a task its creator awaited only after waiting on a hook of its own kept a
+    message nothing used. Such a wait is the last call of its task; no first() that holds
+    it returned into a task that made a call after it; and no task that read its task's
+    result (awaited it, or took it: a gather does) after it went on either. (Races closed:
+    a receive in a task its creator awaited only after waiting on a hook of its own kept a
     message nothing read; receives whose message was passed on to tasks it started, steps
-    gathered on it, were given back and the message handled twice.)"""
-    unused: list[str] = []
-    _trailing(track, -1, unused)
-    return unused
+    gathered on it, or a task that awaited the receive's task and handled the message, were
+    given back and the message handled twice.)"""
+    candidates: list[tuple[str, Track, int, int]] = []
+    reads: dict[int, list[tuple[Track, int, int]]] = {}
+    _walk(track, -1, candidates, reads)
+    return [
+        wait_id
+        for wait_id, holder, noted, later in candidates
+        if not _went_on(holder, noted, later, reads, 0)
+    ]
 
 
-def _trailing(track: Track, later: int, unused: list[str]) -> None:
+def _walk(
+    track: Track,
+    later: int,
+    candidates: list[tuple[str, Track, int, int]],
+    reads: dict[int, list[tuple[Track, int, int]]],
+) -> None:
     """``later``: when the tasks ``track`` runs inside last made a call (-1: none)."""
     if not track.entries:
         return
-    last, last_noted = track.entries[-1], track.noted[-1]
-    if isinstance(last, str) and last_noted > later:
-        unused.append(last)
-    inner = max(later, max(track.noted))  # (a task it started was noted before its calls)
-    for entry in track.entries:
+    last = track.entries[-1]
+    if isinstance(last, str):
+        candidates.append((last, track, track.noted[-1], later))
+    inner = max(later, _last_call(track))  # (a task it started was noted before its calls)
+    for entry, noted in zip(track.entries, track.noted, strict=True):
         if isinstance(entry, Track):
-            _trailing(entry, inner, unused)
+            # a task's value reaches its creator when the creator reads it (a Read), not
+            # when it makes some later call
+            _walk(entry, -1 if entry.reads_noted else inner, candidates, reads)
         elif isinstance(entry, Fork):
             for branch in _counted(entry):
-                _trailing(branch, inner, unused)
+                _walk(branch, inner, candidates, reads)
+        elif isinstance(entry, Read):
+            reads.setdefault(id(entry.track), []).append((track, noted, later))
+
+
+def _last_call(track: Track) -> int:
+    """When ``track``'s task last made a call (a read of another's result is not one)."""
+    return max(
+        (noted for entry, noted in zip(track.entries, track.noted, strict=True)
+         if not isinstance(entry, Read)),
+        default=-1,
+    )  # fmt: skip
+
+
+def _went_on(
+    track: Track, since: int, later: int, reads: dict[int, list[tuple[Track, int, int]]], depth: int
+) -> bool:
+    """Whether what ``track``'s task had at ``since`` went on: it, or a task it runs inside
+    (``later``), made a call after, or a task that read its result after went on."""
+    if later > since or _last_call(track) > since:
+        return True
+    if depth > 64:  # (tasks reading each other's results cannot form a cycle; a bound)
+        return True
+    return any(
+        _went_on(reader, noted, reader_later, reads, depth + 1)
+        for reader, noted, reader_later in reads.get(id(track), ())
+        if noted > since
+    )

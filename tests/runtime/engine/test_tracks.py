@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 
 from runtime.engine import tracks
-from runtime.engine.tracks import NOW, Fork, StepMark, Track
+from runtime.engine.tracks import NOW, Fork, Read, StepMark, Track
 
 ENDS = {"h": (10, 0), "x": (20, 0), "y": (30, 0)}
 
@@ -113,3 +113,21 @@ def test_outside_a_branch_nothing_is_noted() -> None:
         assert tracks.current_track.get() is None
 
     contextvars.copy_context().run(outside)
+
+
+def test_a_task_whose_result_is_read_counts_by_its_readers() -> None:
+    """With reads noted, a task's last wait went on only where a reader of its result made
+    a call after the read; its creator's unrelated calls do not count."""
+    listening = _track("x", noted=(5,))
+    listening.reads_noted = True
+    # the creator waits again after the receive, without reading it: nothing went on
+    assert tracks.trailing(_track(listening, "h", noted=(0, 6))) == ["h", "x"]
+    # a sibling reads it, then runs a step: it went on
+    reader = _track(Read(listening), StepMark(None), noted=(7, 8))
+    assert tracks.trailing(_track(listening, reader, noted=(0, 1))) == []
+    # a reader that made no call after reading (a gather still waiting): it did not
+    idle_reader = _track(_track("h", noted=(4,)), Read(listening), noted=(1, 7))
+    assert sorted(tracks.trailing(_track(listening, idle_reader, noted=(0, 2)))) == ["h", "x"]
+    # a read is not a call, nor a wait
+    assert tracks.finished_at(Read(listening), ENDS.get) is None
+    assert tracks.waits_of(_track(Read(listening))) == []

@@ -1,0 +1,174 @@
+"""Who read what a task started inside a first()'s branch returned: a task that awaits it
+or takes its result (a gather does) notes the read in its own track, and a losing
+receive's message stays taken only if a reader went on from it (engine/tracks.py,
+``ReadingTask``). Each case runs with the worker that resumes from its replay cache and
+one that replays the whole log. Found by review."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from typing import Any
+
+import pytest
+
+from runtime import RunStatus, Runtime, Worker, hook, receive, step
+from tests.apps.messages_app import against_stop, handle_message, handled
+from tests.helpers import message_then_stop
+
+
+def _worker(rt: Runtime, worker: Worker, full: bool) -> Worker:
+    return Worker(rt, timer_tick=0.01, replay_cache=0) if full else worker
+
+
+# A task that awaits a task it did not create (a sibling) and uses the value: the read is
+# noted in the reader's track, and the message stays taken. (Judged by the tasks the
+# receive ran inside, none of which made a call after it, it was given back and handled
+# twice.)
+
+
+async def _sibling_reads_the_receive() -> Any:
+    listening = asyncio.ensure_future(receive("v"))
+
+    async def use() -> Any:
+        message = await listening
+        await handle_message(message)
+        return await hook("h")
+
+    return await asyncio.ensure_future(use())
+
+
+async def _gather_sibling_reads_the_receive() -> Any:
+    listening = asyncio.ensure_future(receive("v"))
+
+    async def use() -> Any:
+        await handle_message(await listening)
+        return await hook("h")
+
+    return await asyncio.gather(listening, use())
+
+
+SIBLING = [
+    against_stop("reads_sibling", _sibling_reads_the_receive),
+    against_stop("reads_sibling_gather", _gather_sibling_reads_the_receive),
+]
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+@pytest.mark.parametrize("wf", SIBLING, ids=["await", "gather"])
+async def test_a_message_a_sibling_task_handled_is_not_given_back(
+    rt: Runtime, worker: Worker, wf: Any, full: bool
+) -> None:
+    """ "a" comes: the losing branch's task `use` handles it (a step), then waits on "h";
+    stop: "a" was used, so the run's receive waits for "b"."""
+    handled.clear()
+    w = _worker(rt, worker, full)
+    run_id = await message_then_stop(rt, w, wf)
+    assert handled == ["a"], handled
+    info = await rt.get_run(run_id)
+    assert info.status is not RunStatus.COMPLETED, (info.status, handled)
+    await rt.send(run_id, "v", "b")
+    await w.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
+    assert handled == ["a", "b"]
+
+
+# The branch starts a receive in a task, yields (not a durable call), then waits on a hook
+# of its own and would only then await the task: nothing read the message, and it goes to
+# the run's receive. (Judged by call order, the hook noted after the receive counted as a
+# use: the run waited for ever.)
+
+
+async def _listen_yield_then_hook() -> Any:
+    listening = asyncio.ensure_future(receive("v"))
+    await asyncio.sleep(0)
+    await hook("h")
+    return await listening
+
+
+@step
+async def log_it() -> str:
+    return "logged"
+
+
+async def _listen_step_then_hook() -> Any:
+    listening = asyncio.ensure_future(receive("v"))
+    await log_it()
+    await hook("h")
+    return await listening
+
+
+LISTEN = [
+    against_stop("reads_listen_yield", _listen_yield_then_hook),
+    against_stop("reads_listen_step", _listen_step_then_hook),
+]
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+@pytest.mark.parametrize("wf", LISTEN, ids=["sleep0", "step"])
+async def test_a_message_a_task_took_before_its_creator_waited_goes_to_the_next_receive(
+    rt: Runtime, worker: Worker, wf: Any, full: bool
+) -> None:
+    """ "a" comes: the task's receive takes it while its creator waits on "h", not having
+    read it; stop: nothing used "a", and the run's own receive takes it."""
+    handled.clear()
+    w = _worker(rt, worker, full)
+    run_id = await message_then_stop(rt, w, wf)
+    info = await rt.get_run(run_id)
+    gc.collect()  # (a task's unretrieved Suspend logged mid-report breaks pytest's report)
+    assert info.status is RunStatus.COMPLETED, (info.status, info.error, handled)
+    assert await rt.wait(run_id, timeout=5) == [0, "handled a"]
+
+
+# Known gap, kept as a strict xfail: a gathered task still running when its branch's
+# gather passed on the hook's Suspend (first() does not wait for it before deciding) takes
+# "a" and handles it only after the decision, which gave "a" back: it is handled twice.
+# The trigger here is contrived (five bare yields between the receive and the step); with
+# a durable call in their place (a receive with a timeout) it holds.
+
+
+async def _gather_hook_and_timed_receive_handled() -> Any:
+    async def consume() -> Any:
+        return await handle_message(await receive("v", timeout="1h"))
+
+    return await asyncio.gather(hook("h"), consume())
+
+
+async def _gather_hook_and_yielding_consumer() -> Any:
+    async def consume() -> Any:
+        message = await receive("v")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return await handle_message(message)
+
+    return await asyncio.gather(hook("h"), consume())
+
+
+LEFT_RUNNING = [
+    against_stop("reads_left_running_timed", _gather_hook_and_timed_receive_handled),
+    pytest.param(
+        against_stop("reads_left_running_yields", _gather_hook_and_yielding_consumer),
+        marks=pytest.mark.xfail(
+            strict=True, reason="first() decides before a gathered task still running"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+@pytest.mark.parametrize("wf", LEFT_RUNNING, ids=["timed", "yields"])
+async def test_a_message_handled_by_a_task_the_branch_left_running_is_not_given_back(
+    rt: Runtime, worker: Worker, wf: Any, full: bool
+) -> None:
+    """ "a" comes while "stop" is unanswered: the gathered task handles it (a step, recorded).
+    Then stop: "a" was handled; the run's receive must wait for "b"."""
+    handled.clear()
+    w = _worker(rt, worker, full)
+    run_id = await message_then_stop(rt, w, wf)
+    assert handled == ["a"], handled
+    info = await rt.get_run(run_id)
+    assert info.status is not RunStatus.COMPLETED, (info.status, handled)
+    await rt.send(run_id, "v", "b")
+    await w.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
+    assert handled == ["a", "b"]
