@@ -228,61 +228,76 @@ def trailing(track: Track) -> list[str]:
     message nothing read; receives whose message was passed on to tasks it started, steps
     gathered on it, or a task that awaited the receive's task and handled the message, were
     given back and the message handled twice.)"""
-    candidates: list[tuple[str, Track, int, int]] = []
-    reads: dict[int, list[tuple[Track, int, int]]] = {}
-    _walk(track, -1, candidates, reads)
+    walk = _Walk()
+    walk.visit(track, -1)
     return [
         wait_id
-        for wait_id, holder, noted, later in candidates
-        if not _went_on(holder, noted, later, reads, 0)
+        for wait_id, holder, noted, later in walk.candidates
+        if not walk.went_on(holder, noted, later)
     ]
 
 
-def _walk(
-    track: Track,
-    later: int,
-    candidates: list[tuple[str, Track, int, int]],
-    reads: dict[int, list[tuple[Track, int, int]]],
-) -> None:
-    """``later``: when the tasks ``track`` runs inside last made a call (-1: none)."""
-    if not track.entries:
-        return
-    last = track.entries[-1]
-    if isinstance(last, str):
-        candidates.append((last, track, track.noted[-1], later))
-    inner = max(later, _last_call(track))  # (a task it started was noted before its calls)
-    for entry, noted in zip(track.entries, track.noted, strict=True):
-        if isinstance(entry, Track):
-            # a task's value reaches its creator when the creator reads it (a Read), not
-            # when it makes some later call
-            _walk(entry, -1 if entry.reads_noted else inner, candidates, reads)
-        elif isinstance(entry, Fork):
-            for branch in _counted(entry):
-                _walk(branch, inner, candidates, reads)
-        elif isinstance(entry, Read):
-            reads.setdefault(id(entry.track), []).append((track, noted, later))
+class _Walk:
+    """One pass over a branch's tree for :func:`trailing`: the candidate waits (each
+    task's last, with when it was noted and when the tasks it runs inside last called),
+    and who read each task's result, when."""
 
+    def __init__(self) -> None:
+        self.candidates: list[tuple[str, Track, int, int]] = []
+        self.reads: dict[int, list[tuple[Track, int, int]]] = {}
+        self.last_calls: dict[int, int] = {}
+        # (track, since) -> went on. Races closed: every path through the reads walked
+        # again (an await of a pending task notes two reads: the waiter's wakeup takes
+        # the result, then the await itself), ~2^n for a chain of n tasks awaiting each
+        # other.
+        self.decided: dict[tuple[int, int], bool] = {}
 
-def _last_call(track: Track) -> int:
-    """When ``track``'s task last made a call (a read of another's result is not one)."""
-    return max(
-        (noted for entry, noted in zip(track.entries, track.noted, strict=True)
-         if not isinstance(entry, Read)),
-        default=-1,
-    )  # fmt: skip
+    def visit(self, track: Track, later: int) -> None:
+        """``later``: when the tasks ``track`` runs inside last made a call (-1: none)."""
+        if not track.entries:
+            return
+        last = track.entries[-1]
+        if isinstance(last, str):
+            self.candidates.append((last, track, track.noted[-1], later))
+        # (a task it started was noted before its calls)
+        inner = max(later, self.last_call(track))
+        for entry, noted in zip(track.entries, track.noted, strict=True):
+            if isinstance(entry, Track):
+                # a task's value reaches its creator when the creator reads it (a Read),
+                # not when it makes some later call
+                self.visit(entry, -1 if entry.reads_noted else inner)
+            elif isinstance(entry, Fork):
+                for branch in _counted(entry):
+                    self.visit(branch, inner)
+            elif isinstance(entry, Read):
+                self.reads.setdefault(id(entry.track), []).append((track, noted, later))
 
+    def last_call(self, track: Track) -> int:
+        """When ``track``'s task last made a call (a read of another's result is not one)."""
+        key = id(track)
+        if key not in self.last_calls:
+            self.last_calls[key] = max(
+                (noted for entry, noted in zip(track.entries, track.noted, strict=True)
+                 if not isinstance(entry, Read)),
+                default=-1,
+            )  # fmt: skip
+        return self.last_calls[key]
 
-def _went_on(
-    track: Track, since: int, later: int, reads: dict[int, list[tuple[Track, int, int]]], depth: int
-) -> bool:
-    """Whether what ``track``'s task had at ``since`` went on: it, or a task it runs inside
-    (``later``), made a call after, or a task that read its result after went on."""
-    if later > since or _last_call(track) > since:
-        return True
-    if depth > 64:  # (tasks reading each other's results cannot form a cycle; a bound)
-        return True
-    return any(
-        _went_on(reader, noted, reader_later, reads, depth + 1)
-        for reader, noted, reader_later in reads.get(id(track), ())
-        if noted > since
-    )
+    def went_on(self, track: Track, since: int, later: int) -> bool:
+        """Whether what ``track``'s task had at ``since`` went on: it, or a task it runs
+        inside (``later``), made a call after, or a task that read its result after went
+        on (from its first read after ``since``: an earlier read has more after it)."""
+        if later > since or self.last_call(track) > since:
+            return True
+        key = (id(track), since)
+        if key in self.decided:
+            return self.decided[key]
+        self.decided[key] = True  # (tasks cannot read each other's results in a cycle)
+        first_reads: dict[int, tuple[Track, int, int]] = {}
+        for reader, noted, reader_later in self.reads.get(id(track), ()):
+            earliest = first_reads.get(id(reader))
+            if noted > since and (earliest is None or noted < earliest[1]):
+                first_reads[id(reader)] = (reader, noted, reader_later)
+        went = any(self.went_on(*read) for read in first_reads.values())
+        self.decided[key] = went
+        return went

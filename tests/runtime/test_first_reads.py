@@ -172,3 +172,40 @@ async def test_a_message_handled_by_a_task_the_branch_left_running_is_not_given_
     await w.drain()
     assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
     assert handled == ["a", "b"]
+
+
+# A chain of tasks each awaiting the one before, the branch waiting for the last without
+# reading it: nothing went on from the message, which goes to the run's receive. (Each
+# await of a pending task notes two reads; walked once per path, deciding took ~2^n: 12 s
+# for 22 tasks.)
+
+CHAIN = 12
+
+
+async def _pass_on(task: Any) -> Any:
+    value = await task
+    await asyncio.sleep(0)
+    return value
+
+
+async def _chain_of_readers() -> Any:
+    task: Any = asyncio.ensure_future(receive("v"))
+    for _ in range(CHAIN):
+        task = asyncio.ensure_future(_pass_on(task))
+    await asyncio.wait([task])  # (reads no result)
+    return await hook("h")
+
+
+CHAINED = against_stop("reads_chain_of_readers", _chain_of_readers)
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+async def test_a_message_passed_along_a_chain_of_tasks_nobody_used_goes_back(
+    rt: Runtime, worker: Worker, full: bool
+) -> None:
+    handled.clear()
+    run_id = await message_then_stop(rt, _worker(rt, worker, full), CHAINED)
+    gc.collect()  # (a task's unretrieved Suspend logged mid-report breaks pytest's report)
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, (info.status, info.error)
+    assert await rt.wait(run_id, timeout=5) == [0, "handled a"]

@@ -131,3 +131,23 @@ def test_a_task_whose_result_is_read_counts_by_its_readers() -> None:
     # a read is not a call, nor a wait
     assert tracks.finished_at(Read(listening), ENDS.get) is None
     assert tracks.waits_of(_track(Read(listening))) == []
+
+
+def test_a_chain_of_tasks_reading_each_other_is_walked_once_per_read() -> None:
+    """A receive's task, read by the next task, read by the next... each read noted twice
+    (an await of a pending task notes the waiter's wakeup and the await): each (task, read)
+    is decided once, not once per path (~2^n)."""
+    chain = 40
+    source = _track("x", noted=(1,))
+    source.reads_noted = True
+    tasks_ = [source]
+    for n in range(chain):
+        reader = _track(Read(tasks_[-1]), Read(tasks_[-1]), noted=(10 + 2 * n, 11 + 2 * n))
+        reader.reads_noted = True
+        tasks_.append(reader)
+    branch = _track(*tasks_, noted=tuple(range(-len(tasks_), 0)))
+    walk = tracks._Walk()
+    walk.visit(branch, -1)
+    [(wait_id, holder, noted, later)] = walk.candidates
+    assert wait_id == "x" and not walk.went_on(holder, noted, later)  # nobody went on
+    assert len(walk.decided) <= chain + 1
