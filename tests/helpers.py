@@ -60,3 +60,20 @@ async def message_then_stop(rt: Runtime, worker: Worker, workflow: object) -> st
     await answer(rt, "stop", 1)
     await worker.drain()
     return run_id
+
+
+async def stop_then_message(rt: Runtime, worker: Worker, workflow: object) -> str:
+    """Start ``workflow`` and let ``worker`` run it; then answer the hook "stop" and send
+    message "a" (topic "v") before it runs again, and let it."""
+    run_id = await rt.start(workflow)  # type: ignore[arg-type]
+    await worker.drain()
+    await answer(rt, "stop", 1)
+    await rt.send(run_id, "v", "a")
+    await worker.drain()
+    return run_id
+
+
+def cached_or_full(rt: Runtime, worker: Worker, full: bool) -> Worker:
+    """``worker`` (it resumes runs from its replay cache), or with ``full`` one that
+    replays each run's whole log."""
+    return Worker(rt, timer_tick=0.01, replay_cache=0) if full else worker

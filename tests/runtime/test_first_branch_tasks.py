@@ -24,12 +24,7 @@ from runtime import (
     workflow,
 )
 from tests.apps.messages_app import against_stop, handle_message, handled
-from tests.helpers import answer, message_then_stop
-
-
-def _worker(rt: Runtime, worker: Worker, full: bool) -> Worker:
-    return Worker(rt, timer_tick=0.01, replay_cache=0) if full else worker
-
+from tests.helpers import answer, cached_or_full, message_then_stop, stop_then_message
 
 # step_hook step in a branch.
 
@@ -50,7 +45,7 @@ async def step_hook_branch() -> list[Any]:
 async def test_a_step_hook_step_in_a_branch(
     rt: Runtime, worker: Worker, full: bool, order: str
 ) -> None:
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await rt.start(step_hook_branch)
     await w.drain()
     for name in order.split("-"):
@@ -101,7 +96,7 @@ async def test_a_flaky_step_in_a_branch_wins_after_its_retry(
 ) -> None:
     attempts.clear()
     handled.clear()
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await rt.start(flaky_branch)
     await w.drain()
     await asyncio.sleep(0.2)
@@ -117,7 +112,7 @@ async def test_a_flaky_step_in_a_branch_wins_after_its_retry(
 async def test_a_flaky_step_in_a_losing_branch(rt: Runtime, worker: Worker, full: bool) -> None:
     attempts.clear()
     handled.clear()
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await rt.start(flaky_branch)
     await w.drain()
     await answer(rt, "stop", 1)
@@ -140,7 +135,7 @@ async def test_a_received_message_then_flaky_step_loses_while_backing_off(
     used (kept); the run's receive waits for "b"."""
     attempts.clear()
     handled.clear()
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await message_then_stop(rt, w, RECEIVE_FLAKY)
     await asyncio.sleep(0.2)
     await w.drain()
@@ -168,7 +163,7 @@ async def child_branch() -> list[Any]:
 @pytest.mark.parametrize("order", ["kid_q-stop", "stop-kid_q"])
 @pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
 async def test_a_child_in_a_branch(rt: Runtime, worker: Worker, full: bool, order: str) -> None:
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await rt.start(child_branch)
     await w.drain()
     a, b = order.split("-")
@@ -205,7 +200,7 @@ async def loop_gathers() -> list[Any]:
 @pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
 async def test_first_in_a_loop_with_gathers(rt: Runtime, worker: Worker, full: bool) -> None:
     handled.clear()
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await rt.start(loop_gathers)
     await w.drain()
     await rt.send(run_id, "v", "a")
@@ -246,12 +241,8 @@ async def test_wait_for_receive_in_a_losing_branch(
     rt: Runtime, worker: Worker, full: bool, wf: Any
 ) -> None:
     handled.clear()
-    w = _worker(rt, worker, full)
-    run_id = await rt.start(wf)
-    await w.drain()
-    await answer(rt, "stop", 1)
-    await rt.send(run_id, "v", "a")
-    await w.drain()
+    w = cached_or_full(rt, worker, full)
+    run_id = await stop_then_message(rt, w, wf)
     info = await rt.get_run(run_id)
     assert info.status is RunStatus.COMPLETED, (info.status, info.error, handled)
     assert await rt.wait(run_id, timeout=5) == [0, "handled a"]

@@ -14,12 +14,7 @@ import pytest
 
 from runtime import RunStatus, Runtime, StepFailed, Worker, first, hook, receive, step, workflow
 from tests.apps.messages_app import against_stop, handle_message, handled
-from tests.helpers import answer, message_then_stop
-
-
-def _worker(rt: Runtime, worker: Worker, full: bool) -> Worker:
-    return Worker(rt, timer_tick=0.01, replay_cache=0) if full else worker
-
+from tests.helpers import answer, cached_or_full, message_then_stop, stop_then_message
 
 # A nested first() in a task gathered in a losing branch can still run when its branch
 # ended (gather passes on the first Suspend): the decision must see its receive as it took
@@ -51,7 +46,7 @@ async def test_a_message_nothing_used_in_a_losing_gather_goes_to_the_next_receiv
     timeout); the receive takes "a" but the gather never returns: nothing used "a", so the
     run's own receive takes it. (Nested, the run waited for ever, "a" unread.)"""
     handled.clear()
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await rt.start(wf)
     await w.drain()
     if message_first:
@@ -99,7 +94,7 @@ async def test_the_message_of_a_losing_gather_does_not_depend_on_argument_order(
     for gather(hook("h"), receive("v")), "a" goes to the run's receive. (receive-hook:
     the run waited for ever, "a" unread.)"""
     handled.clear()
-    run_id = await message_then_stop(rt, _worker(rt, worker, full), wf)
+    run_id = await message_then_stop(rt, cached_or_full(rt, worker, full), wf)
     info = await rt.get_run(run_id)
     assert info.status is RunStatus.COMPLETED, (info.status, info.error, handled)
     assert await rt.wait(run_id, timeout=5) == [0, "handled a"]
@@ -159,7 +154,7 @@ async def test_a_gathered_step_done_before_the_wait_ended_does_not_make_the_bran
     then stop is answered, before a worker replays the run: the branch finished when its
     wait ended, before stop, whatever the argument order. (hook-step, plain-step: stop
     won.)"""
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await rt.start(wf)
     await w.drain()
     if end == "hook":
@@ -207,12 +202,8 @@ async def test_a_message_steps_of_a_losing_branch_used_is_not_given_back(
     in one pass and stop, earlier in the log, wins. The losing branch handed "a" to
     steps, which ran: "a" stays taken, and the run waits for another message."""
     handled.clear()
-    w = _worker(rt, worker, full)
-    run_id = await rt.start(wf)
-    await w.drain()
-    await answer(rt, "stop", 1)
-    await rt.send(run_id, "v", "a")
-    await w.drain()
+    w = cached_or_full(rt, worker, full)
+    run_id = await stop_then_message(rt, w, wf)
     info = await rt.get_run(run_id)
     assert info.status is RunStatus.SUSPENDED, (info.status, handled)
     assert handled.count("a") == 1, handled
@@ -261,7 +252,7 @@ async def test_a_gathered_step_that_failed_before_the_wait_ended_does_not_make_t
     """The branch gathers hook h and a step that fails for good (or succeeds) in the first
     pass; h is answered, then stop, before a worker runs the run: the branch finished
     when h was answered, before stop, and wins."""
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await rt.start(wf)
     await w.drain()
     await answer(rt, "h", 1)
@@ -342,7 +333,7 @@ async def test_a_task_receive_started_before_a_hook_gives_its_message_back(
     (awaiting the task only after it): stop wins while h is pending. Nothing read "a": it
     goes to the run's receive, as when the receive is gathered with h."""
     handled.clear()
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await message_then_stop(rt, w, wf)
     info = await rt.get_run(run_id)
     assert info.status is RunStatus.COMPLETED, (info.status, info.error, handled)

@@ -24,17 +24,13 @@ from runtime import (
     workflow,
 )
 from tests.apps.messages_app import against_stop, handle_message, handled
-from tests.helpers import answer, message_then_stop
+from tests.helpers import answer, message_then_stop, stop_then_message
 
 
 async def _stop_then_a_message(rt: Runtime, worker: Worker, wf: Any) -> str:
     """Start ``wf``; answer stop, then send "a", before a worker replays the run."""
     handled.clear()
-    run_id = await rt.start(wf)
-    await worker.drain()
-    await answer(rt, "stop", 1)
-    await rt.send(run_id, "v", "a")
-    await worker.drain()
+    run_id = await stop_then_message(rt, worker, wf)
     return run_id
 
 

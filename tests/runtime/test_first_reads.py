@@ -14,12 +14,7 @@ import pytest
 
 from runtime import RunStatus, Runtime, Worker, hook, receive, step
 from tests.apps.messages_app import against_stop, handle_message, handled
-from tests.helpers import message_then_stop
-
-
-def _worker(rt: Runtime, worker: Worker, full: bool) -> Worker:
-    return Worker(rt, timer_tick=0.01, replay_cache=0) if full else worker
-
+from tests.helpers import cached_or_full, message_then_stop
 
 # A task that awaits a task it did not create (a sibling) and uses the value: the read is
 # noted in the reader's track, and the message stays taken. (Judged by the tasks the
@@ -62,7 +57,7 @@ async def test_a_message_a_sibling_task_handled_is_not_given_back(
     """ "a" comes: the losing branch's task `use` handles it (a step), then waits on "h";
     stop: "a" was used, so the run's receive waits for "b"."""
     handled.clear()
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await message_then_stop(rt, w, wf)
     assert handled == ["a"], handled
     info = await rt.get_run(run_id)
@@ -112,7 +107,7 @@ async def test_a_message_a_task_took_before_its_creator_waited_goes_to_the_next_
     """ "a" comes: the task's receive takes it while its creator waits on "h", not having
     read it; stop: nothing used "a", and the run's own receive takes it."""
     handled.clear()
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await message_then_stop(rt, w, wf)
     info = await rt.get_run(run_id)
     gc.collect()  # (a task's unretrieved Suspend logged mid-report breaks pytest's report)
@@ -163,7 +158,7 @@ async def test_a_message_handled_by_a_task_the_branch_left_running_is_not_given_
     """ "a" comes while "stop" is unanswered: the gathered task handles it (a step, recorded).
     Then stop: "a" was handled; the run's receive must wait for "b"."""
     handled.clear()
-    w = _worker(rt, worker, full)
+    w = cached_or_full(rt, worker, full)
     run_id = await message_then_stop(rt, w, wf)
     assert handled == ["a"], handled
     info = await rt.get_run(run_id)
@@ -204,7 +199,7 @@ async def test_a_message_passed_along_a_chain_of_tasks_nobody_used_goes_back(
     rt: Runtime, worker: Worker, full: bool
 ) -> None:
     handled.clear()
-    run_id = await message_then_stop(rt, _worker(rt, worker, full), CHAINED)
+    run_id = await message_then_stop(rt, cached_or_full(rt, worker, full), CHAINED)
     gc.collect()  # (a task's unretrieved Suspend logged mid-report breaks pytest's report)
     info = await rt.get_run(run_id)
     assert info.status is RunStatus.COMPLETED, (info.status, info.error)
