@@ -58,6 +58,19 @@ def _adopt(task: asyncio.Future[Any]) -> None:
     execution = current_execution.get()
     if execution is not None:
         execution.children.append(task)
+        task.add_done_callback(_retrieve_suspension)
+
+
+def _retrieve_suspension(task: asyncio.Future[Any]) -> None:
+    """A task of the workflow that a suspension ended (withdrawn in a losing branch of a
+    first(), or left unawaited when the run suspended) did not fail: its Suspend is taken,
+    so asyncio does not log "Task exception was never retrieved" for it. (Logged from the
+    task's finalizer, that ran inside an unrelated compile() once and CPython 3.11 raised
+    SystemError "AST constructor recursion depth mismatch" there.)"""
+    # (``_exception`` reads it without marking it retrieved: an error of the code's own
+    # stays logged, as asyncio logs it)
+    if not task.cancelled() and isinstance(getattr(task, "_exception", None), Suspend):
+        task.exception()
 
 
 def _scope_task(context: contextvars.Context) -> contextvars.Context:
