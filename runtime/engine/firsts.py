@@ -132,7 +132,8 @@ async def first_of(
         winner = min(finished, key=lambda i: _finished_at(execution, branches[i]))
         losing = [i for i in range(len(waits)) if i != winner]
         losing_tracks = [branches[i] for i in losing]
-        losers = _losers(execution, losing_tracks, [reaches[i] for i in losing])
+        unused = [tracks.trailing(track) for track in losing_tracks]
+        losers = _losers(execution, losing_tracks, unused, [reaches[i] for i in losing])
         # (before the decision is recorded: its closed list joins the index's)
         running = _running_children(execution, [reaches[i] for i in losing])
         decision: dict[str, Any] = {"seq": position, "winner": winner, "closed": losers}
@@ -140,12 +141,12 @@ async def first_of(
         # branch used, waiting for it or the last call of their task (a timed-out
         # receive's). Race closed: a message a losing branch had handed to a step was
         # given back, and the next receive processed it again.
-        unused = {wait_id for track in losing_tracks for wait_id in tracks.trailing(track)}
+        unused_waits = {wait_id for waits in unused for wait_id in waits}
         receives = [
             wait_id
             for wait_id in losers
             if execution.messages.took(wait_id)
-            and (wait_id in execution.receiving or wait_id in unused)
+            and (wait_id in execution.receiving or wait_id in unused_waits)
         ]
         if receives:
             decision["receives"] = receives
@@ -231,15 +232,17 @@ def _finished_at(execution: Execution, track: Track) -> tracks.Stamp:
     return tracks.finished_at(track, end_of) or tracks.NOW
 
 
-def _losers(execution: Execution, losing: list[Track], reaches: list[list[str]]) -> list[str]:
-    """The waits the losing branches leave: each branch's last, those after which their
-    task made no call, and any other started inside it that is suspended in this pass
-    (gathered in it, or a nested first()'s)."""
+def _losers(
+    execution: Execution, losing: list[Track], unused: list[list[str]], reaches: list[list[str]]
+) -> list[str]:
+    """The waits the losing branches leave: each branch's last, those nothing went on from
+    (``unused``, each branch's :func:`tracks.trailing`), and any other started inside it
+    that is suspended in this pass (gathered in it, or a nested first()'s)."""
     closed = execution.index.closed
     losers: list[str] = []
-    for track in losing:
+    for track, trailing in zip(losing, unused, strict=True):
         waits = tracks.waits_of(track)
-        for wait_id in waits[-1:] + tracks.trailing(track):
+        for wait_id in waits[-1:] + trailing:
             if wait_id not in losers:
                 losers.append(wait_id)
     for reach in reaches:
