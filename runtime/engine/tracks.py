@@ -237,6 +237,17 @@ def trailing(track: Track) -> list[str]:
     ]
 
 
+def _last_call(track: Track) -> int | None:
+    """Where ``track``'s task made its last call: reads of other tasks' results after it
+    are not calls. (Race closed: a task that received, then awaited a task it had started
+    before, ended on the read; its receive, not its last entry, was taken for used, and a
+    losing branch kept a message nothing had used.)"""
+    for at in range(len(track.entries) - 1, -1, -1):
+        if not isinstance(track.entries[at], Read):
+            return at
+    return None
+
+
 class _Walk:
     """One pass over a branch's tree for :func:`trailing`: the candidate waits (each
     task's last, with when it was noted and when the tasks it runs inside last called),
@@ -254,11 +265,11 @@ class _Walk:
 
     def visit(self, track: Track, later: int) -> None:
         """``later``: when the tasks ``track`` runs inside last made a call (-1: none)."""
-        if not track.entries:
-            return
-        last = track.entries[-1]
-        if isinstance(last, str):
-            self.candidates.append((last, track, track.noted[-1], later))
+        last = _last_call(track)
+        if last is not None:
+            wait_id = track.entries[last]
+            if isinstance(wait_id, str):
+                self.candidates.append((wait_id, track, track.noted[last], later))
         # (a task it started was noted before its calls)
         inner = max(later, self.last_call(track))
         for entry, noted in zip(track.entries, track.noted, strict=True):

@@ -15,7 +15,7 @@ import pytest
 
 from runtime import RunStatus, Runtime, Worker, hook, receive
 from tests.apps.messages_app import against_stop, handle_message, handled
-from tests.helpers import cached_or_full, message_then_stop
+from tests.helpers import answer, cached_or_full, message_then_stop
 
 # A task that awaits a task it did not create (a sibling) and uses the value: the read is
 # noted in the reader's track, and the message stays taken. (Judged by the tasks the
@@ -189,6 +189,41 @@ async def test_a_message_passed_along_a_chain_of_tasks_nobody_used_goes_back(
     info = await rt.get_run(run_id)
     assert info.status is RunStatus.COMPLETED, (info.status, info.error)
     assert await rt.wait(run_id, timeout=5) == [0, "handled a"]
+
+
+# A branch starts a task, receives, then awaits the task: reading the task's result is
+# not a use of the message. Stop is answered, then the task's hook, before the worker runs
+# the run again. (The read was the branch's last entry, so the receive before it counted
+# as used, and the losing branch kept a message nothing had used: the run waited for
+# ever.) Found by the model-based test, test_first_model.py.
+
+
+async def _start_task_receive_then_read_it() -> Any:
+    waiting = asyncio.ensure_future(hook("h"))
+    message = await receive("v")
+    return [await waiting, message]
+
+
+READ_AFTER = against_stop("reads_task_after_receive", _start_task_receive_then_read_it)
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["cached", "full"])
+async def test_a_message_received_before_reading_a_task_goes_back_when_the_branch_loses(
+    rt: Runtime, worker: Worker, full: bool
+) -> None:
+    handled.clear()
+    w = cached_or_full(rt, worker, full)
+    run_id = await rt.start(READ_AFTER)
+    await w.drain()
+    await rt.send(run_id, "v", "a")
+    await w.drain()
+    await answer(rt, "stop", 1)
+    await answer(rt, "h", 2)
+    await w.drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED, (info.status, handled)
+    assert await rt.wait(run_id, timeout=5) == [0, "handled a"]
+    assert handled == ["a"]
 
 
 async def test_a_task_a_suspension_ended_is_not_logged_as_an_error(

@@ -151,3 +151,15 @@ def test_a_chain_of_tasks_reading_each_other_is_walked_once_per_read() -> None:
     [(wait_id, holder, noted, later)] = walk.candidates
     assert wait_id == "x" and not walk.went_on(holder, noted, later)  # nobody went on
     assert len(walk.decided) <= chain + 1
+
+
+def test_reading_a_tasks_result_after_a_wait_is_not_a_call_after_it() -> None:
+    started = _track("h", noted=(1,))
+    started.reads_noted = True
+    # the task received (x), then awaited a task it had started before: x trails (and so
+    # does the started task's h: its reader did nothing after reading it)
+    read_last = _track(started, "x", Read(started), noted=(0, 2, 3))
+    assert tracks.trailing(read_last) == ["x", "h"]
+    # a step after the read still uses it
+    used = _track(started, "x", Read(started), StepMark(None), noted=(0, 2, 3, 4))
+    assert tracks.trailing(used) == []

@@ -1,0 +1,75 @@
+"""A workflow that runs a program of waits given as its argument, raced against a hook
+"stop", for the model-based test of first() (tests/runtime/test_first_model.py).
+
+A program is a JSON tree:
+
+- ``["recv", handled, timed]``: the next message of topic "v" (``timed``: with a timeout of
+  an hour, itself a first() of the receive and a timer); ``handled``: handed at once to
+  the step ``handle_message``, else returned as it came;
+- ``["hook", name]``: a hook's answer;
+- ``["seq", [p, ...]]``: one after the other, in this task;
+- ``["gather", [p, ...]]``: each in a task of its own, gathered;
+- ``["first", [p, ...]]``: a nested first() of them;
+- ``["spawn", [p, q]]``: ``p`` in a task started first, then ``q`` in this one, then the
+  task's value awaited.
+
+Its value is a tree of the same shape; the messages returned as they came are its leaves
+``["raw", message]``. After the race the workflow hands each message the winner returned
+to ``handle_message``, then handles every further message until one says "end". It
+returns which won, how many messages the winner returned, how many came later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from runtime import first, hook, receive, workflow
+from tests.apps.messages_app import handle_message
+
+END = "end"
+
+
+async def interpret(program: list[Any]) -> Any:
+    kind = program[0]
+    if kind == "recv":
+        _, handled, timed = program
+        message = await (receive("v", timeout="1h") if timed else receive("v"))
+        return await handle_message(message) if handled else ["raw", message]
+    if kind == "hook":
+        return await hook(program[1])
+    if kind == "seq":
+        return [await interpret(part) for part in program[1]]
+    if kind == "gather":
+        return list(await asyncio.gather(*(interpret(part) for part in program[1])))
+    if kind == "first":
+        which, value = await first(*(interpret(part) for part in program[1]))
+        return [which, value]
+    if kind == "spawn":
+        started, then = program[1]
+        task = asyncio.ensure_future(interpret(started))
+        value = await interpret(then)
+        return [await task, value]
+    raise ValueError(f"not a program: {program!r}")
+
+
+def raw_messages(value: Any) -> list[Any]:
+    """The messages a program's value holds as they came (``["raw", message]`` leaves)."""
+    if isinstance(value, list):
+        if len(value) == 2 and value[0] == "raw":
+            return [value[1]]
+        return [message for part in value for message in raw_messages(part)]
+    return []
+
+
+@workflow(name="first_program")
+async def first_program(program: list[Any]) -> list[int]:
+    which, value = await first(hook("stop"), interpret(program))
+    kept = raw_messages(value) if which == 1 else []
+    for message in kept:
+        await handle_message(message)
+    later = 0
+    while (message := await receive("v")) != END:
+        await handle_message(message)
+        later += 1
+    return [which, len(kept), later]
