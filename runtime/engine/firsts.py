@@ -129,6 +129,7 @@ async def first_of(
         # first wait ended early won over one that finished before it; scored by its last
         # wait, a branch that then ran a step won over an answer the log holds from before
         # the step was done (accepted, never used).
+        await _catch_up(execution, branches)
         winner = min(finished, key=lambda i: _finished_at(execution, branches[i]))
         losing = [i for i in range(len(waits)) if i != winner]
         losing_tracks = [branches[i] for i in losing]
@@ -162,6 +163,29 @@ async def first_of(
         execution.waiting.pop(exc.wait, None)
     nested.winner = winner  # what the enclosing branch did is its winner's now
     return winner, tasks[winner].result()
+
+
+# How long a decision waits at most for the branches' tasks to replay what the log holds
+# of them: longer, a task waits on something outside the run (which its replay does not
+# bring back), and the decision is made without what it would have noted.
+CATCH_UP_SECONDS = 5.0
+
+
+async def _catch_up(execution: Execution, branches: list[Track]) -> None:
+    """Let the tasks started inside the branches that are still running replay what the
+    log recorded of them, so that the decision sees what they did. Race closed: a branch's
+    gather passed a suspension on while a task it had started was still replaying (a
+    receive with a timeout, a first() that takes a few turns of the loop, or bare awaits):
+    a message that task had handed to a step in an earlier pass was taken for unused,
+    given back, and handled again."""
+    recorded = execution.index.calls
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + CATCH_UP_SECONDS
+    while behind := [task for track in branches for task in tracks.replaying(track, recorded)]:
+        left = give_up - loop.time()
+        if left <= 0:
+            return
+        await asyncio.wait(behind, timeout=left, return_when=asyncio.FIRST_COMPLETED)
 
 
 def _bare_wait(track: Track) -> str:

@@ -42,6 +42,7 @@ def track_tasks(
             reading = ReadingTask(coro, loop=loop, context=context, **kwargs)
             reading.track = track
             track.reads_noted = True
+            track.task = reading
             task = reading
         else:
             task = asyncio.Task(coro, loop=loop, context=context, **kwargs)

@@ -17,11 +17,12 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Collection, Generator, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeAlias
 
 from .replay import stamp
+from .scopes import CallScope, Position, current_scope
 
 # When an end came, by the log's order (an event id's two numbers).
 Stamp = tuple[int, int]
@@ -42,7 +43,7 @@ class Track:
     when it was made (``noted``: one count across every track, so calls of different tasks
     compare)."""
 
-    __slots__ = ("entries", "noted", "reads_noted")
+    __slots__ = ("entries", "noted", "reads_noted", "scope", "task")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
@@ -50,6 +51,10 @@ class Track:
         # Its task is a ReadingTask: what it returned went on only where a Read says so
         # (else, conservatively, wherever its creator made a call after it).
         self.reads_noted = False
+        # A task started inside a branch: its numbering of durable calls, and the task
+        # (set by the task factory; None when another factory made it)
+        self.scope: CallScope | None = None
+        self.task: asyncio.Future[Any] | None = None
 
     def add(self, entry: Entry) -> None:
         self.entries.append(entry)
@@ -128,6 +133,7 @@ def started_task(context: contextvars.Context) -> None:
         context.run(_started.set, None)
         return
     track = Track()
+    track.scope = context.get(current_scope)
     parent.add(track)
     context.run(current_track.set, track)
     context.run(_started.set, track)
@@ -155,6 +161,20 @@ class ReadingTask(asyncio.Task[Any]):
         value = super().result()
         note(Read(self.track))
         return value
+
+
+def replaying(entry: Entry, recorded: Collection[Position]) -> list[asyncio.Future[Any]]:
+    """The tasks started inside ``entry`` that are still running and have calls the log
+    recorded ahead of them (a replay has not brought them back to where the run was)."""
+    if isinstance(entry, Fork):
+        return [task for track in entry.branches for task in replaying(track, recorded)]
+    if not isinstance(entry, Track):
+        return []
+    found = [task for e in entry.entries for task in replaying(e, recorded)]
+    task, scope = entry.task, entry.scope
+    if task is not None and scope is not None and not task.done() and scope.went_past(recorded):
+        found.append(task)
+    return found
 
 
 def fork(branches: int) -> Fork:

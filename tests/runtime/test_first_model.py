@@ -164,6 +164,22 @@ FOUND = [
     # hook: the read ended the branch's track, its receive counted as used and its message
     # was lost (engine/tracks.py, _last_call)
     Scenario(["spawn", [["hook", "h0"], ["recv", False, False]]], ["send"], [True], 1, False),
+    # a task that had handed a message to a step after a receive with a timeout was still
+    # replaying it when stop won: the message was given back and handled twice
+    # (engine/firsts.py, _catch_up)
+    Scenario(
+        [
+            "spawn",
+            [
+                ["seq", [["recv", True, True], ["seq", [["recv", False, False]]]]],
+                ["seq", [["seq", [["hook", "h0"], ["recv", False, False]]]]],
+            ],
+        ],
+        ["send"],
+        [True],
+        1,
+        False,
+    ),
 ]
 
 

@@ -101,11 +101,12 @@ async def test_a_message_a_task_took_before_its_creator_waited_goes_to_the_next_
     assert await rt.wait(run_id, timeout=5) == [0, "handled a"]
 
 
-# Known gap, kept as a strict xfail: a gathered task still running when its branch's
-# gather passed on the hook's Suspend (first() does not wait for it before deciding) takes
-# "a" and handles it only after the decision, which gave "a" back: it is handled twice.
-# The trigger here is contrived (five bare yields between the receive and the step); with
-# a durable call in their place (a receive with a timeout) it holds.
+# A gathered task still running when its branch's gather passed on the hook's Suspend
+# takes "a" and hands it to a step (in the pass before stop): when stop wins, first() lets
+# that task replay up to the step before deciding. (It decided at once, took "a" for
+# unused, gave it back, and "a" was handled twice: with five bare yields between the
+# receive and the step, and with a receive with a timeout, a first() of its own, in the
+# model-based test, test_first_model.py.)
 
 
 async def _gather_hook_and_timed_receive_handled() -> Any:
@@ -127,12 +128,7 @@ async def _gather_hook_and_yielding_consumer() -> Any:
 
 LEFT_RUNNING = [
     against_stop("reads_left_running_timed", _gather_hook_and_timed_receive_handled),
-    pytest.param(
-        against_stop("reads_left_running_yields", _gather_hook_and_yielding_consumer),
-        marks=pytest.mark.xfail(
-            strict=True, reason="first() decides before a gathered task still running"
-        ),
-    ),
+    against_stop("reads_left_running_yields", _gather_hook_and_yielding_consumer),
 ]
 
 
