@@ -137,6 +137,10 @@ class Store(Protocol):
     async def hand_back(self, task: Task) -> None:
         """Give a task back to every consumer (a new message), acknowledging this one."""
 
+    async def give_back(self, consumer: str) -> int:
+        """Give back every task ``consumer`` read and has not acknowledged (it stops): each
+        a new message for any consumer. Returns how many."""
+
     async def claim(
         self,
         task: Task,

@@ -74,6 +74,8 @@ class TaskConsumer:
         self.replay_cache = replay_cache if replay_cache is not None else ReplayCache()
         self.handed_back = 0  # tasks given back because this worker does not run them
         self.draining = False  # a drain reads a handed-back task again at once: skip those
+        # The worker stops: no task it read is started any more (it gives them back).
+        self.stopping = False
         self._running: dict[str, Execution] = {}
         self._execution_tasks: dict[str, asyncio.Task[Any] | None] = {}
         self._deferred: dict[str, list[Task]] = {}
@@ -152,13 +154,15 @@ class TaskConsumer:
             self._admit(task)
 
     def _admit(self, task: Task) -> None:
+        if self.stopping:
+            return  # (still this consumer's: given back when the worker has stopped)
         if len(self.tasks) < self.concurrency:
             self._spawn(task)
         else:
             self._backlog.append(task)
 
     def _admit_backlog(self) -> None:
-        while self._backlog and len(self.tasks) < self.concurrency:
+        while self._backlog and len(self.tasks) < self.concurrency and not self.stopping:
             task = self._backlog.popleft()
             if task.run_id in self._running:
                 self._deferred.setdefault(task.run_id, []).append(task)

@@ -197,6 +197,7 @@ class Worker:
     async def run(self, *, drain: bool = False) -> None:
         """Work until :meth:`stop`; with ``drain=True``, return as soon as no task is ready
         and no execution is in flight (deterministic tests)."""
+        self.tasks.stopping = False  # (run again after a stop)
         if drain:  # a test's deterministic pass: an outage is the test's failure
             await self.runtime.connect()
             await self._restore()
@@ -233,8 +234,29 @@ class Worker:
                 for loop in pending:
                     loop.cancel()
                 _, pending = await asyncio.wait(pending, timeout=0.5)
-            if self.tasks.tasks:
+            # Every execution in flight ends (one an answer interrupted runs again at once:
+            # it holds the run's lease), then what this worker read and did not start goes
+            # back to the group. Races closed: a read the stop cancelled had its tasks
+            # delivered, and those in the backlog or behind an execution of their run were
+            # never started; each waited in this consumer's pending list for the visibility
+            # timeout, and so did its run, whose later answers queue no task of their own.
+            self.tasks.stopping = True
+            while self.tasks.tasks:
                 await asyncio.gather(*self.tasks.tasks, return_exceptions=True)
+            await self._give_back()
+
+    async def _give_back(self) -> None:
+        try:
+            given = await self.runtime.store.give_back(self.consumer)
+        except StoreUnavailable as exc:
+            log.warning(
+                "could not give back the tasks this worker read and did not run (%s): other"
+                " workers reclaim them after the visibility timeout",
+                exc,
+            )
+            return
+        if given:
+            log.info("gave back %d task(s) this worker read and did not run", given)
 
     async def drain(self) -> None:
         await self.run(drain=True)

@@ -83,6 +83,7 @@ class Scripts:
     compact: Script
     read_hooks: Script
     reclaim: Script
+    give_back: Script
 
 
 class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):

@@ -18,7 +18,7 @@ Durability (``redis://``, ``rediss://``, ``unix://`` and ``redis+sentinel://`` o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
@@ -33,6 +33,7 @@ from ...settings import (
     REPLICA_WAIT_TIMEOUT_MS,
     SOCKET_TIMEOUT_SECONDS,
 )
+from ._embedded import embedded_client
 
 CLUSTER_SCHEME = "redis+cluster://"
 SENTINEL_SCHEME = "redis+sentinel://"
@@ -43,7 +44,6 @@ SENTINEL_FORM = "'redis+sentinel://[[user]:password@]host[:port][,host[:port]...
 # A WAIT holds its connection until it returns: it must end well before the socket timeout.
 MAX_WAIT_TIMEOUT_MS = int(SOCKET_TIMEOUT_SECONDS * 1000) // 2
 _DURABILITY_PARAMS = ("wait", "wait_timeout")
-_memory_servers: dict[str, Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,14 +237,7 @@ def connect(url: str) -> aioredis.Redis:
     if url.startswith(SENTINEL_SCHEME):
         return _sentinel(url)
     if url.startswith(MEMORY_SCHEME):
-        import fakeredis
-
-        name = url[len(MEMORY_SCHEME) :] or "default"
-        server = _memory_servers.get(name)
-        if server is None:
-            server = _memory_servers[name] = fakeredis.FakeServer()
-        client: aioredis.Redis = fakeredis.FakeAsyncRedis(server=server)
-        return client
+        return embedded_client(url[len(MEMORY_SCHEME) :] or "default")
     if url.startswith(SINGLE_SCHEMES):
         # A blocking pool: under a burst, callers wait for a connection instead of failing.
         # (TCP keepalive is a TCP option: a unix socket's connection takes none.)

@@ -34,6 +34,10 @@ from ._compaction import CompactionStore
 
 log = logging.getLogger("parley.store")
 
+# Tasks a stopping worker gives back per stream and script call (a worker holds at most
+# its backlog and executions' worth: one call, most often).
+GIVE_BACK_PAGE = 500
+
 
 class ExecutionStore(CompactionStore):
     """The executions part of :class:`~runtime.store.redis.RedisStore`."""
@@ -110,6 +114,22 @@ class ExecutionStore(CompactionStore):
                     else:
                         starts[stream] = _decode.text(start)
         return tasks
+
+    @store_call
+    async def give_back(self, consumer: str) -> int:
+        given = 0
+        for group in self.task_sources():
+            streams = [_keys.key("tasks", p) for p in group]
+            more = 1
+            while more:
+                try:
+                    count, more = await self.scripts.give_back(
+                        keys=streams, args=[consumer, GIVE_BACK_PAGE]
+                    )
+                except ResponseError as exc:
+                    raise await self._repair_groups(exc) from exc
+                given += int(count)
+        return given
 
     async def unpark(self, versions: Sequence[str]) -> int:
         sent = await asyncio.gather(

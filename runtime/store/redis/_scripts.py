@@ -38,6 +38,7 @@ NAMES = (
     "compact",
     "read_hooks",
     "reclaim",
+    "give_back",
     "release",
 )
 

@@ -364,6 +364,24 @@ async def test_hand_back_requeues_the_run_for_any_consumer(store: Store) -> None
     assert [t.message_id for t in await store.reclaim("c3", 0)] == [new.message_id]
 
 
+async def test_give_back_requeues_what_a_consumer_read_and_did_not_finish(store: Store) -> None:
+    runs = {await start(store, workflow="billing") for _ in range(3)}
+    read = await read_all_tasks(store, "c1")
+    done, *unfinished = read
+    await store.hand_back(done)  # acknowledged (here by a hand-back): not c1's any more
+    assert await store.give_back("c1") == len(unfinished)
+    again = await read_all_tasks(store, "c2")
+    assert sorted(t.run_id for t in again) == sorted(t.run_id for t in read)
+    assert {t.run_id for t in again} == runs
+    assert {t.workflow for t in again} == {"billing"}
+    messages = {(t.partition, t.message_id) for t in again}
+    assert not messages & {(t.partition, t.message_id) for t in read}
+    # nothing of c1's is left to reclaim; giving back again finds nothing
+    reclaimed = await store.reclaim("c3", 0)
+    assert {(t.partition, t.message_id) for t in reclaimed} == messages
+    assert await store.give_back("c1") == 0
+
+
 # claim --------------------------------------------------------------------------------
 
 
