@@ -14,7 +14,7 @@ from ..models import EventType
 from . import tracks
 from .execution import Execution
 from .scopes import Position
-from .signals import Suspend
+from .signals import Abort, Interrupted, Suspend
 from .tracks import Track
 
 # And every wait started inside each branch the code is in, outermost first, a first()
@@ -130,6 +130,18 @@ async def first_of(
         # wait, a branch that then ran a step won over an answer the log holds from before
         # the step was done (accepted, never used).
         await _catch_up(execution, branches)
+        if execution.flush_before_step and await execution.flush():
+            # Steps done in this pass are recorded before the decision, and what came in
+            # meanwhile decides it, from the log. Race closed: an answer to a branch's hook
+            # that came in while another branch ran a step made the store refuse the write
+            # that held the decision (STALE), and the step's result with it: the run
+            # restarted from its log, and the step ran again.
+            raise Abort(
+                Interrupted(
+                    "events came in while a first() was decided; the run restarts from its log",
+                    run_id=execution.run_id,
+                )
+            )
         winner = min(finished, key=lambda i: _finished_at(execution, branches[i]))
         losing = [i for i in range(len(waits)) if i != winner]
         losing_tracks = [branches[i] for i in losing]
@@ -152,6 +164,11 @@ async def first_of(
         if receives:
             decision["receives"] = receives
         execution.record(EventType.FIRST_DECIDED, decision)
+        # Durable before a step's side effects run. Race closed: an answer that came in
+        # meanwhile makes the store refuse the write that holds the decision (STALE) and
+        # the run restart from its log; a step run after the decision had its result in
+        # that write, and ran again.
+        execution.flush_before_step = True
         for child_id in running:
             execution.writes.cancel_child(child_id)
         for wait_id in losers:

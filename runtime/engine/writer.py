@@ -64,13 +64,16 @@ class Writer:
         self.index.add(event_type, data)
         self.writes.event(event_type, encoded)
 
-    async def flush(self) -> None:
-        if self.writes:
-            arrived = await self._apply()
-            self.flush_before_step = False
-            # Answers/expiries that landed while we ran: known now, since last_id has
-            # moved past them.
-            self.index.add_all(arrived)
+    async def flush(self) -> Sequence[Event]:
+        """Send the buffered writes now; returns the events others appended meanwhile."""
+        if not self.writes:
+            return ()
+        arrived = await self._apply()
+        self.flush_before_step = False
+        # Answers/expiries that landed while we ran: known now, since last_id has
+        # moved past them.
+        self.index.add_all(arrived)
+        return arrived
 
     async def _apply(
         self,

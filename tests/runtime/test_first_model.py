@@ -180,6 +180,19 @@ FOUND = [
         1,
         False,
     ),
+    # a worker stopped while a pass ran and an answer came in: the task its last read was
+    # delivered, or its respawn, sat in its pending list, and the run's later messages
+    # queued no task (worker.py, give_back.lua; the embedded store's cancelled blocking
+    # read kept serving, _embedded.py; a stopped worker drained again admitted nothing)
+    Scenario(["hook", "h0"], [0, "send"], [True], 0, True),
+    # a message won; stop's answer, come in as the decision was written, made the store
+    # refuse that write, which held the result of the step that handled the message: the
+    # run restarted from its log and the step ran again (engine/firsts.py: the decision is
+    # flushed before a step runs)
+    Scenario(["recv", False, False], ["send", 0], [False], 0, True),
+    # the same, the message handled by a step inside the branch, before the decision: the
+    # step's result is recorded before deciding (engine/firsts.py)
+    Scenario(["recv", True, False], ["send", 0], [False], 0, True),
 ]
 
 
@@ -213,9 +226,18 @@ def test_every_message_is_handled_once_embedded(scenario: Scenario) -> None:
 
 @pytest.mark.timeout(600)
 @_seeded
+@_settings(max(1, EXAMPLES // 3))
+@_found
+@given(scenario=scenarios(live=st.just(True)))
+def test_every_message_is_handled_once_with_a_worker_running(scenario: Scenario) -> None:
+    asyncio.run(_play(f"memory://{uuid.uuid4().hex}", scenario))
+
+
+@pytest.mark.timeout(600)
+@_seeded
 @_settings(max(1, EXAMPLES // 2))
 @_found
-@given(scenario=scenarios(live=st.just(False)))
+@given(scenario=scenarios(live=st.booleans()))
 def test_every_message_is_handled_once_on_redis(session_redis_url: str, scenario: Scenario) -> None:
     client = redis.Redis.from_url(session_redis_url)
     try:
