@@ -307,11 +307,8 @@ class _Walk:
         """When ``track``'s task last made a call (a read of another's result is not one)."""
         key = id(track)
         if key not in self.last_calls:
-            self.last_calls[key] = max(
-                (noted for entry, noted in zip(track.entries, track.noted, strict=True)
-                 if not isinstance(entry, Read)),
-                default=-1,
-            )  # fmt: skip
+            at = _last_call(track)  # (noted grows along a track: its last call is its latest)
+            self.last_calls[key] = -1 if at is None else track.noted[at]
         return self.last_calls[key]
 
     def went_on(self, track: Track, since: int, later: int) -> bool:

@@ -161,6 +161,12 @@ class TaskConsumer:
         else:
             self._backlog.append(task)
 
+    def forget_unstarted(self) -> None:
+        """The tasks read and not started are given back: no longer this consumer's to
+        start (a worker run again after its stop would claim them by their old messages)."""
+        self._backlog.clear()
+        self._deferred.clear()
+
     def _admit_backlog(self) -> None:
         while self._backlog and len(self.tasks) < self.concurrency and not self.stopping:
             task = self._backlog.popleft()

@@ -255,6 +255,7 @@ class Worker:
                 exc,
             )
             return
+        self.tasks.forget_unstarted()
         if given:
             log.info("gave back %d task(s) this worker read and did not run", given)
 

@@ -196,48 +196,38 @@ FOUND = [
 ]
 
 
-def _settings(examples: int) -> Any:
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=FUZZ_SEED is None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
+def _property(examples: int, live: st.SearchStrategy[bool]) -> Any:
+    """A test of the property over ``examples`` scenarios: derandomized (or seeded), every
+    scenario of FOUND first."""
+
+    def decorate(test: Any) -> Any:
+        test = given(scenario=scenarios(live))(test)
+        for found in FOUND:
+            test = example(scenario=found)(test)
+        test = settings(
+            max_examples=max(1, examples),
+            deadline=None,
+            derandomize=FUZZ_SEED is None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        )(test)
+        if FUZZ_SEED is not None:
+            test = seed(int(FUZZ_SEED))(test)
+        return pytest.mark.timeout(600)(test)
+
+    return decorate
 
 
-def _seeded(test: Any) -> Any:
-    return seed(int(FUZZ_SEED))(test) if FUZZ_SEED is not None else test
-
-
-def _found(test: Any) -> Any:
-    for found in FOUND:
-        test = example(scenario=found)(test)
-    return test
-
-
-@pytest.mark.timeout(600)
-@_seeded
-@_settings(EXAMPLES)
-@_found
-@given(scenario=scenarios(live=st.just(False)))
+@_property(EXAMPLES, live=st.just(False))
 def test_every_message_is_handled_once_embedded(scenario: Scenario) -> None:
     asyncio.run(_play(f"memory://{uuid.uuid4().hex}", scenario))
 
 
-@pytest.mark.timeout(600)
-@_seeded
-@_settings(max(1, EXAMPLES // 3))
-@_found
-@given(scenario=scenarios(live=st.just(True)))
+@_property(EXAMPLES // 3, live=st.just(True))
 def test_every_message_is_handled_once_with_a_worker_running(scenario: Scenario) -> None:
     asyncio.run(_play(f"memory://{uuid.uuid4().hex}", scenario))
 
 
-@pytest.mark.timeout(600)
-@_seeded
-@_settings(max(1, EXAMPLES // 2))
-@_found
-@given(scenario=scenarios(live=st.booleans()))
+@_property(EXAMPLES // 2, live=st.booleans())
 def test_every_message_is_handled_once_on_redis(session_redis_url: str, scenario: Scenario) -> None:
     client = redis.Redis.from_url(session_redis_url)
     try:
