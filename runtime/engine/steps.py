@@ -57,9 +57,10 @@ async def call_step(
         raise _backing_off(execution, failures[-1].timer_id)
 
     while True:
-        if execution.flush_before_step:
-            # A recorded result must be durable before another step's side effects run,
-            # or a crash during this step would re-run the previous one too.
+        while execution.flush_before_step:
+            # A recorded result (or a first()'s decision) must be durable before another
+            # step's side effects run, or a crash during this step would re-run the
+            # previous one too (again if another task recorded one while this flushed).
             await execution.flush()
         if (step_id, attempt) not in index.started:
             started: dict[str, Any] = {"step_id": step_id, "name": options.name}

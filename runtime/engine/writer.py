@@ -48,6 +48,12 @@ class Writer:
     # index must not outlive it even if it goes on to suspend cleanly (user code catching
     # EventLimitExceeded; a branch of first() that unwound). See Execution.remembered.
     unconfirmed_writes: int = 0
+    # What ended the execution (an Abort raised by one of its writes). Race closed: the
+    # Abort unwound only the task whose write met it (a step's flush in a task a branch
+    # started); the workflow's own task went on to suspend, with a decision in its index
+    # that the refused write had held, and the run replayed past a first() the log never
+    # decided.
+    _aborted: Exception | None = None
     # Steps whose result (or final failure) is buffered: when the write holding it is
     # applied, the id of its last event dates them (one script appends a write's events,
     # nobody's between them: the same order against others' events as their own ids), for
@@ -65,11 +71,18 @@ class Writer:
         self.writes.event(event_type, encoded)
 
     async def flush(self) -> Sequence[Event]:
-        """Send the buffered writes now; returns the events others appended meanwhile."""
-        if not self.writes:
+        """Make everything recorded so far durable: send the buffered writes, or wait for
+        the write in flight that took them; returns the events others appended meanwhile.
+        Race closed: with its writes taken by another task's write still in flight, a
+        flush returned at once, and cleared ``flush_before_step`` only once its own write
+        came back, over a decision recorded meanwhile; a step's side effects then ran
+        before the write that could be refused with them (a first() decided as an answer
+        came in: the step ran again)."""
+        # (what is recorded from here on asks for a flush of its own)
+        self.flush_before_step = False
+        if not self.writes and not self._writing:
             return ()
         arrived = await self._apply()
-        self.flush_before_step = False
         # Answers/expiries that landed while we ran: known now, since last_id has
         # moved past them.
         self.index.add_all(arrived)
@@ -86,6 +99,8 @@ class Writer:
         events others appended meanwhile and sets :attr:`refused`."""
         if self.dry_run:
             raise ReplayEnded("the recorded history matched up to the run's next write")
+        if self._aborted is not None:
+            raise Abort(self._aborted)
         if self._writing:
             await self._wait_turn()
         # (a flag, not an asyncio.Lock: the lock's coroutines cost 3 % of a worker's
@@ -93,6 +108,9 @@ class Writer:
         self._writing = True
         try:
             return await self._apply_now(suspension, finish, event_slack)
+        except Abort as abort:
+            self._aborted = abort.error  # (no task of this execution writes again)
+            raise
         finally:
             self._writing = False
             turn, self._turn = self._turn, None

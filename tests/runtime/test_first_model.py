@@ -209,6 +209,36 @@ FOUND = [
         0,
         False,
     ),
+    # a step flushed while a decision's write was in flight and ran before it; the write
+    # was refused (STALE) with the step's result, and only the task whose write met the
+    # refusal unwound (engine/writer.py). Timing-dependent: about 1 run in 15 failed
+    Scenario(
+        [
+            "seq",
+            [
+                [
+                    "seq",
+                    [
+                        ["hook", "h0"],
+                        ["gather", [["recv", True, False], ["hook", "h1"], ["recv", True, False]]],
+                        ["spawn", [["hook", "h2"], ["recv", True, True]]],
+                    ],
+                ],
+                [
+                    "spawn",
+                    [
+                        ["first", [["hook", "h3"], ["hook", "h4"], ["hook", "h5"]]],
+                        ["recv", True, True],
+                    ],
+                ],
+                ["recv", True, True],
+            ],
+        ],
+        ["send", 6, "send", "send", 0, "drain", 4],
+        [False, True, True, False],
+        2,
+        True,
+    ),
 ]
 
 
