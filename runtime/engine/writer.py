@@ -99,10 +99,10 @@ class Writer:
         events others appended meanwhile and sets :attr:`refused`."""
         if self.dry_run:
             raise ReplayEnded("the recorded history matched up to the run's next write")
-        if self._aborted is not None:
-            raise Abort(self._aborted)
         if self._writing:
             await self._wait_turn()
+        if self._aborted is not None:  # (also by the write this one waited for)
+            raise Abort(self._aborted)
         # (a flag, not an asyncio.Lock: the lock's coroutines cost 3 % of a worker's
         # instructions per lifecycle, for a wait that parallel branches alone need)
         self._writing = True

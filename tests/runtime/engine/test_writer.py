@@ -78,3 +78,19 @@ async def test_no_task_of_an_execution_writes_after_one_of_its_writes_aborted() 
     with pytest.raises(Abort):
         await execution.flush()
     assert store.calls == 1
+
+
+async def test_a_flush_waiting_for_a_write_that_aborted_raises_too() -> None:
+    """The step whose flush waited for the refused write does not run its body."""
+    store = ScriptedStore(ApplyOutcome.STALE)
+    execution = _execution(store)
+    _record(execution)
+    first = asyncio.ensure_future(execution.flush())
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(execution.flush())
+    await asyncio.sleep(0)
+    store.gate.set()
+    for flushing in (first, second):
+        with pytest.raises(Abort):
+            await flushing
+    assert store.calls == 1
