@@ -9,6 +9,8 @@ import asyncio
 import time
 
 from runtime import RunStatus, Runtime, Worker, step, workflow
+from runtime.settings import TASKS_GROUP
+from runtime.store.redis import keys
 from runtime.store.redis._keys import partition_of
 from tests.raw_redis import raw
 
@@ -65,3 +67,31 @@ async def test_the_backlog_of_a_stopping_worker_goes_to_the_other_workers(rt: Ru
     assert statuses == [RunStatus.COMPLETED] * partitions, statuses
     assert time.monotonic() - began < 5  # not after a visibility timeout
     assert sorted(entered) == list(range(partitions))  # each run's step ran once
+
+
+async def test_a_stopped_worker_leaves_the_task_groups(rt: Runtime) -> None:
+    """Its consumer (a name of its own, one per process) would otherwise stay listed in
+    every partition's group for ever, one more after every deploy."""
+    store = raw(rt)
+    await rt.start(stop_held, 0, run_id="r-stop-leaves")
+    entered.clear()
+    gate["open"] = asyncio.Event()
+    gate["open"].set()
+    worker = Worker(rt, timer_tick=0.01)
+    await worker.drain()
+    streams = [keys.key("tasks", p) for p in range(store.partitions)]
+
+    async def consumers() -> set[str]:
+        names = set()
+        for stream in streams:
+            for consumer in await store.client.xinfo_consumers(stream, TASKS_GROUP):
+                names.add(consumer["name"].decode())
+        return names
+
+    assert worker.consumer in await consumers()  # it read, so it is listed
+    working = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.05)
+    worker.stop()
+    await asyncio.wait_for(working, 10)
+    assert worker.consumer not in await consumers()
+    assert (await rt.get_run("r-stop-leaves")).status is RunStatus.COMPLETED

@@ -5,13 +5,21 @@
 -- visibility timeout (the run's later tasks are not queued meanwhile: it has one already).
 -- Race closed: another worker's reclaim taking an entry between this worker's read of its
 -- pending list and its acknowledgement, so that the run would be queued twice.
+-- Once a stream holds nothing more of the consumer's, the consumer leaves its group: a
+-- worker's consumer name is its own (one per process), so the stopped worker's would stay
+-- listed for ever, one more after every deploy. (A read delivered after this recreates it.)
 -- KEYS: the task streams. ARGV: consumer, count (per stream).
 -- Returns {tasks given back, 1 if a stream may hold more of this consumer's, else 0}.
 local consumer, count = ARGV[1], tonumber(ARGV[2])
-local given, more = 0, 0
+local given, more, done = 0, 0, {}
 for i = 1, #KEYS do
   local pending = redis.call('XPENDING', KEYS[i], GROUP, '-', '+', count, consumer)
-  if #pending == count then more = 1 end
+  if #pending == count then
+    more = 1
+  else
+    -- (deleted after the loop below gave back what it lists: its entries are acknowledged)
+    table.insert(done, KEYS[i])
+  end
   for _, entry in ipairs(pending) do
     local id = entry[1]
     local found = redis.call('XRANGE', KEYS[i], id, id)
@@ -21,5 +29,8 @@ for i = 1, #KEYS do
     end
     ack_task(KEYS[i], id)
   end
+end
+for _, stream in ipairs(done) do
+  redis.call('XGROUP', 'DELCONSUMER', stream, GROUP, consumer)
 end
 return {given, more}
