@@ -34,6 +34,7 @@ from ...settings import (
     SOCKET_TIMEOUT_SECONDS,
 )
 from ._embedded import embedded_client
+from ._sentinel import NewestMasterSentinel
 
 CLUSTER_SCHEME = "redis+cluster://"
 SENTINEL_SCHEME = "redis+sentinel://"
@@ -209,7 +210,8 @@ def _sentinel(url: str) -> aioredis.Redis:
     # as through any outage; no write is acknowledged by a node that is not the master.
     target = parse_sentinel_url(url)
     timeouts = {"socket_timeout": SOCKET_TIMEOUT_SECONDS, "socket_connect_timeout": 1.0}
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    # (the master named with the newest configuration, not the first sentinel's answer)
+    sentinel = NewestMasterSentinel(  # type: ignore[no-untyped-call]
         list(target.sentinels),
         sentinel_kwargs={**timeouts, "password": target.sentinel_password},
     )
