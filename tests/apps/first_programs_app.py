@@ -3,10 +3,13 @@
 
 A program is a JSON tree:
 
-- ``["recv", handled, timed]``: the next message of topic "v" (``timed``: with a timeout of
-  an hour, itself a first() of the receive and a timer); ``handled``: handed at once to
-  the step ``handle_message``, else returned as it came;
-- ``["hook", name]``: a hook's answer;
+- ``["recv", handled, timed]``: the next message of topic "v" (``timed``: with a timeout,
+  itself a first() of the receive and a timer, of an hour if true, of ``SHORT`` if
+  "short": then ``["timeout"]`` when no message came in time); ``handled``: handed at
+  once to the step ``handle_message``, else returned as it came;
+- ``["hook", name]``: a hook's answer; ``["hook", name, "short"]``: the same with a
+  timeout of ``SHORT`` (``["timeout"]`` when it expires);
+- ``["sleep"]``: a durable timer of ``SHORT``;
 - ``["seq", [p, ...]]``: one after the other, in this task;
 - ``["gather", [p, ...]]``: each in a task of its own, gathered;
 - ``["first", [p, ...]]``: a nested first() of them;
@@ -24,20 +27,35 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime import first, hook, receive, workflow
+from runtime import STEP_HOOK_TIMEOUT, first, hook, receive, sleep, workflow
 from tests.apps.messages_app import handle_message
 
 END = "end"
+# The timeout of the timers that fire while a test plays its schedule (seconds).
+SHORT = 0.03
+TIMED_OUT = ["timeout"]
 
 
 async def interpret(program: list[Any]) -> Any:
     kind = program[0]
     if kind == "recv":
         _, handled, timed = program
-        message = await (receive("v", timeout="1h") if timed else receive("v"))
+        if not timed:
+            message = await receive("v")
+        else:
+            timeout = SHORT if timed == "short" else "1h"
+            message = await receive("v", timeout=timeout, on_timeout="return")
+            if message is STEP_HOOK_TIMEOUT:
+                return TIMED_OUT
         return await handle_message(message) if handled else ["raw", message]
     if kind == "hook":
-        return await hook(program[1])
+        if len(program) == 2:
+            return await hook(program[1])
+        answer = await hook(program[1], timeout=SHORT, on_timeout="return")
+        return TIMED_OUT if answer is STEP_HOOK_TIMEOUT else answer
+    if kind == "sleep":
+        await sleep(SHORT)
+        return None
     if kind == "seq":
         return [await interpret(part) for part in program[1]]
     if kind == "gather":

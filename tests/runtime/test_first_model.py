@@ -3,13 +3,14 @@ handled exactly once, whatever the program raced against "stop", the order in wh
 messages and answers arrive, and which worker (one resuming from its replay cache, one
 replaying the whole log) executes each resume.
 
-The programs (tests/apps/first_programs_app.py) nest receives, hooks, sequences, gathers,
-first()s and tasks awaited later. A message a receive took is either handed to a step at
-once, or returned as it came, and then only where nothing runs after it in its task or
-any task that reads it: so when its branch loses, nothing used it and first() must give it
-back (to the run's later receives); when its branch wins, the workflow handles it. A
-message handled twice, or one that no receive ever gets (the run then never ends), fails
-the test.
+The programs (tests/apps/first_programs_app.py) nest receives, hooks, timers, sequences,
+gathers, first()s and tasks awaited later; timers, and some receives' and hooks' timeouts,
+are short enough to fire while the test plays. A message a receive took is either handed
+to a step at once, or returned as it came, and then only where nothing runs after it in
+its task or any task that reads it: so when its branch loses, nothing used it and first()
+must give it back (to the run's later receives); when its branch wins, the workflow
+handles it. A message handled twice, or one that no receive ever gets (the run then never
+ends), fails the test.
 
 The examples are derandomized (the same ones on every run) unless ``PARLEY_FUZZ_SEED`` is
 set; ``PARLEY_FUZZ_EXAMPLES`` sets how many (with a seed: to search for new failures).
@@ -32,7 +33,8 @@ from hypothesis import strategies as st
 
 from runtime import RunStatus, Runtime, Worker
 from runtime.errors import HookExpired
-from tests.apps.first_programs_app import END, first_program
+from runtime.models import EventType
+from tests.apps.first_programs_app import END, SHORT, first_program
 from tests.apps.messages_app import handled
 from tests.helpers import running
 
@@ -48,10 +50,13 @@ def _program(draw: st.DrawFn, may_return_raw: bool, depth: int) -> list[Any]:
     in its task, or a task reading it, runs after it)."""
     leaf = depth >= MAX_DEPTH or draw(st.booleans())
     if leaf:
-        if draw(st.booleans()):
-            return ["hook", ""]  # named once the whole program is drawn
+        kind = draw(st.sampled_from(["hook", "hook", "hook", "recv", "recv", "recv", "sleep"]))
+        if kind == "sleep":
+            return ["sleep"]
+        if kind == "hook":  # named once the whole program is drawn
+            return ["hook", ""] if draw(st.integers(0, 2)) else ["hook", "", "short"]
         handled_at_once = True if not may_return_raw else draw(st.booleans())
-        return ["recv", handled_at_once, draw(st.booleans())]
+        return ["recv", handled_at_once, draw(st.sampled_from([False, True, "short"]))]
     kind = draw(st.sampled_from(["seq", "gather", "first", "spawn"]))
     size = 2 if kind == "spawn" else draw(st.integers(2 if kind == "first" else 1, 3))
     if kind == "seq":
@@ -66,8 +71,8 @@ def _program(draw: st.DrawFn, may_return_raw: bool, depth: int) -> list[Any]:
 def _name_hooks(program: list[Any], names: list[str]) -> list[Any]:
     if program[0] == "hook":
         names.append(f"h{len(names)}")
-        return ["hook", names[-1]]
-    if program[0] == "recv":
+        return ["hook", names[-1], *program[2:]]
+    if program[0] in ("recv", "sleep"):
         return program
     return [program[0], [_name_hooks(part, names) for part in program[1]]]
 
@@ -76,10 +81,11 @@ programs = _program(True, 0).map(lambda program: _name_hooks(program, []))
 
 
 # A schedule: what happens after the run's first pass, in order. "send": the next message;
-# "drain": a worker runs the run until it waits (live: a few ms pass); a number k: the k-th
-# pending hook (by name, modulo their number) is answered.
+# "drain": a worker runs the run until it waits (live: a few ms pass); "wait": the short
+# timers and hooks started so far come due, then a drain; a number k: the k-th pending hook
+# (by name, modulo their number) is answered.
 Action = str | int
-schedules = st.lists(st.sampled_from(["send", "drain"]) | st.integers(0, 7), max_size=8)
+schedules = st.lists(st.sampled_from(["send", "drain", "wait"]) | st.integers(0, 7), max_size=8)
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,10 @@ async def _play(url: str, scenario: Scenario) -> None:
                     sent.append(f"m{len(sent)}")
                 elif action == "drain":
                     await (asyncio.sleep(0.002) if scenario.live else drain())
+                elif action == "wait":
+                    await asyncio.sleep(SHORT + 0.01)
+                    if not scenario.live:
+                        await drain()
                 elif waiting := await pending():
                     with contextlib.suppress(HookExpired):  # (live: withdrawn meanwhile)
                         await rt.resume_hook(waiting[int(action) % len(waiting)].token, 1)
@@ -132,7 +142,8 @@ async def _play(url: str, scenario: Scenario) -> None:
                 break
             turn = scenario.rotation % len(waiting)
             for hook in waiting[turn:] + waiting[:turn]:
-                await rt.resume_hook(hook.token, 1)
+                with contextlib.suppress(HookExpired):  # (one with a short timeout)
+                    await rt.resume_hook(hook.token, 1)
         await rt.send(run_id, "v", END)
         await drain()
         info = await rt.get_run(run_id)
@@ -145,6 +156,9 @@ async def _play(url: str, scenario: Scenario) -> None:
         event(f"won: {'stop' if which == 0 else 'the program'}")
         event(f"messages handled in the program: {len(sent) - returned - later}")
         event(f"messages given back: {later}")
+        kinds = [e.type for e in await rt.events(run_id)]
+        fired = kinds.count(EventType.TIMER_FIRED) + kinds.count(EventType.HOOK_EXPIRED)
+        event(f"timers fired and hooks expired: {fired if fired < 2 else '2 or more'}")
 
 
 def scenarios(live: st.SearchStrategy[bool]) -> st.SearchStrategy[Scenario]:
