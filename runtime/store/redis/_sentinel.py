@@ -8,8 +8,10 @@ it answers as a master of its own, and a new connection made there reads what it
 it was killed, or nothing: a run "not found", a workflow "unknown". Every sentinel reports
 the configuration epoch of the address it names, and an epoch grows only with a failover a
 majority of sentinels authorised; so of the answers, the one with the highest epoch names
-the current master. All sentinels are asked at once: one that does not answer costs its
-connect timeout, not each sentinel's in turn.
+the current master (at an equal epoch, one from a sentinel not still leading that
+failover: see ``_named``). All sentinels are asked at once, and once one has named a live
+master the others have ``ANSWER_WINDOW_SECONDS`` more: a sentinel that hangs costs a new
+connection that long, not its socket timeout.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import asyncio
 from typing import Any, cast
 
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
-from redis.exceptions import ConnectionError, TimeoutError
+from redis.exceptions import RedisError
 
 # How long the sentinels' answers are awaited once one names a live master: a sentinel that
 # hangs (its host paused, a network partition) must not hold every new connection for the
@@ -35,7 +37,7 @@ class NewestMasterSentinel(Sentinel):
             asyncio.ensure_future(sentinel.sentinel_masters()): sentinel
             for sentinel in self.sentinels
         }
-        newest: tuple[int, str, int] | None = None
+        newest: tuple[int, bool, str, int] | None = None
         errors: list[str] = []
         pending = set(asked)
         loop = asyncio.get_running_loop()
@@ -50,7 +52,7 @@ class NewestMasterSentinel(Sentinel):
                     break
                 for answered in done:
                     named = self._named(answered, asked[answered], service_name, errors)
-                    if named is not None and (newest is None or named[0] > newest[0]):
+                    if named is not None and (newest is None or named[:2] > newest[:2]):
                         newest = named
                 if newest is not None and deadline is None:
                     deadline = loop.time() + ANSWER_WINDOW_SECONDS
@@ -60,19 +62,29 @@ class NewestMasterSentinel(Sentinel):
         if newest is None:
             detail = f": {', '.join(errors)}" if errors else ""
             raise MasterNotFoundError(f"No master found for {service_name!r}{detail}")
-        _epoch, ip, port = newest
+        _epoch, _settled, ip, port = newest
         return (self._force_master_ip or ip), port
 
     def _named(
         self, answered: asyncio.Future[Any], sentinel: Any, service_name: str, errors: list[str]
-    ) -> tuple[int, str, int] | None:
-        """(epoch, ip, port) of the live master a sentinel's answer names, if it names one."""
+    ) -> tuple[int, bool, str, int] | None:
+        """(epoch, settled, ip, port) of the live master a sentinel's answer names, if it
+        names one; answers rank by the first two."""
         try:
             masters = answered.result()
-        except (ConnectionError, TimeoutError) as exc:
+        except RedisError as exc:
+            # (any error: one sentinel's, say a plain Redis on its port or an ACL refusing
+            # SENTINEL, must not hide what the others name)
             errors.append(f"{sentinel} - {exc!r}")
             return None
         state = cast(dict[str, Any], masters).get(service_name)
         if not state or not self.check_master_state(state, service_name):
             return None
-        return int(state.get("config-epoch", 0)), str(state["ip"]), int(state["port"])
+        flags = state.get("flags", ())
+        if isinstance(flags, str):
+            flags = flags.split(",")
+        # The sentinel leading a failover takes the new epoch when the replica it promoted
+        # answers as a master, and names the old address until every replica has been
+        # reconfigured: at the same epoch, a sentinel that is done names the new master.
+        settled = "failover_in_progress" not in flags
+        return int(state.get("config-epoch", 0)), settled, str(state["ip"]), int(state["port"])

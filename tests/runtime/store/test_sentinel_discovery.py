@@ -12,6 +12,7 @@ stale one during the test.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -24,9 +25,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from runtime import RunNotFound, Runtime, hook, workflow
+from runtime import RunNotFound, Runtime, StoreUnavailable, hook, workflow
 from runtime.settings import SOCKET_TIMEOUT_SECONDS
+from runtime.store.redis._sentinel import NewestMasterSentinel
 from runtime.testing import RedisServer, free_port
+from tests.raw_redis import raw
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -128,18 +131,51 @@ async def test_the_store_connects_to_the_master_with_the_newest_epoch(
         on_old_run = await on_old.start(split_view_wf)
     try:
         async with Runtime(split_view.url(ordered), partitions=4) as rt:
-            # several connections: each new one asks the sentinels again
-            infos = [await rt.get_run(on_new_run) for _ in range(3)]
-            assert {info.run_id for info in infos} == {on_new_run}
+            assert (await rt.get_run(on_new_run)).run_id == on_new_run
             with pytest.raises(RunNotFound):
                 await rt.get_run(on_old_run)
-            port = int((await rt.store.client.info("server"))["tcp_port"])  # type: ignore[attr-defined]
-            assert port == split_view.new.port
+            assert await _connected_ports(rt) == [split_view.new.port] * 3
     finally:
-        for server in (split_view.old, split_view.new):
-            client = redis.Redis(port=server.port)
-            client.flushall()
-            client.close()
+        _flush(split_view.old, split_view.new)
+
+
+async def _connected_ports(rt: Runtime, connections: int = 3) -> list[int]:
+    """The port of the server each of ``connections`` new connections reaches (each asks
+    the sentinels again: the pool's connections are closed before each)."""
+    client = raw(rt).client
+    ports = []
+    for _ in range(connections):
+        await client.connection_pool.disconnect()
+        ports.append(int((await client.info("server"))["tcp_port"]))
+    return ports
+
+
+def _flush(*servers: RedisServer) -> None:
+    for server in servers:
+        client = redis.Redis(port=server.port)
+        client.flushall()
+        client.close()
+
+
+async def test_a_sentinel_that_answers_an_error_does_not_hide_the_others(
+    split_view: SplitView,
+) -> None:
+    """Listed first: a port where a plain Redis runs (it refuses SENTINEL), then the stale
+    sentinel; the master is still the one the others name."""
+    plain = split_view.old.port
+    url = split_view.url([plain, split_view.stale, *split_view.current])
+    async with Runtime(url, partitions=4) as rt:
+        assert await _connected_ports(rt) == [split_view.new.port] * 3
+
+
+async def test_no_sentinel_answering_is_an_outage() -> None:
+    """Every sentinel unreachable: StoreUnavailable (retried as any outage), not a
+    redis-py error."""
+    nobody = [free_port(), free_port()]
+    url = f"redis+sentinel://{','.join(f'127.0.0.1:{p}' for p in nobody)}/{SERVICE}/0"
+    with pytest.raises(StoreUnavailable, match="No master found"):
+        async with Runtime(url, partitions=4) as rt:
+            await rt.start(split_view_wf)
 
 
 async def test_a_sentinel_that_hangs_does_not_hold_a_new_connection(split_view: SplitView) -> None:
@@ -155,10 +191,56 @@ async def test_a_sentinel_that_hangs_does_not_hold_a_new_connection(split_view: 
             split_view.url([split_view.stale, *split_view.current]), partitions=4
         ) as rt:
             assert (await rt.get_run(run_id)).run_id == run_id
+            assert await _connected_ports(rt) == [split_view.new.port] * 3
             took = time.monotonic() - began
         assert took < SOCKET_TIMEOUT_SECONDS / 2, f"{took:.1f} s"
     finally:
         os.kill(split_view.stale_pid, signal.SIGCONT)
-        client = redis.Redis(port=split_view.new.port)
-        client.flushall()
-        client.close()
+        _flush(split_view.new)
+
+
+class _Answering:
+    """A sentinel's answer to SENTINEL MASTERS, as redis-py parses it (for the ranking
+    rule alone: what real sentinels answer is tested above)."""
+
+    def __init__(self, port: int, epoch: int, flags: str, delay: float) -> None:
+        self.delay = delay
+        self.state = {
+            "name": SERVICE,
+            "ip": "127.0.0.1",
+            "port": port,
+            "config-epoch": epoch,
+            "flags": flags,
+            "is_master": True,
+            "is_sdown": False,
+            "is_odown": False,
+            "num-other-sentinels": 2,
+        }
+
+    async def sentinel_masters(self) -> dict[str, object]:
+        await asyncio.sleep(self.delay)
+        return {SERVICE: self.state}
+
+
+@pytest.mark.parametrize(
+    ("answers", "master"),
+    [
+        # the leader of a failover has the new epoch and still the old address until every
+        # replica is reconfigured: a sentinel that is done names the new master
+        ([(1, 2, "master,failover_in_progress"), (2, 2, "master")], 2),
+        ([(2, 2, "master"), (1, 2, "master,failover_in_progress")], 2),
+        # only the leader knows the new epoch: its answer is still the newest
+        ([(1, 1, "master"), (3, 2, "master,failover_in_progress")], 3),
+        ([(1, 1, "master"), (2, 2, "master"), (1, 1, "master")], 2),
+    ],
+)
+async def test_the_newest_epoch_wins_and_at_an_equal_one_a_settled_sentinel(
+    answers: list[tuple[int, int, str]], master: int
+) -> None:
+    sentinel = NewestMasterSentinel([("127.0.0.1", 1)])  # type: ignore[no-untyped-call]
+    # (they answer in the order listed, within the answer window)
+    sentinel.sentinels = [
+        _Answering(port, epoch, flags, delay=0.02 * n)
+        for n, (port, epoch, flags) in enumerate(answers)
+    ]
+    assert await sentinel.discover_master(SERVICE) == ("127.0.0.1", master)
