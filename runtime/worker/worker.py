@@ -197,7 +197,7 @@ class Worker:
     async def run(self, *, drain: bool = False) -> None:
         """Work until :meth:`stop`; with ``drain=True``, return as soon as no task is ready
         and no execution is in flight (deterministic tests)."""
-        self.tasks.stopping = False  # (run again after a stop)
+        self.tasks.stopping = False  # (drained after a stop: a stopped run() stays stopped)
         if drain:  # a test's deterministic pass: an outage is the test's failure
             await self.runtime.connect()
             await self._restore()
