@@ -13,7 +13,7 @@ from typing import Any
 from ..models import EventType
 from . import tracks
 from .execution import Execution
-from .scopes import Position
+from .scopes import Position, current_scope
 from .signals import Abort, Interrupted, Suspend
 from .tracks import Track
 
@@ -219,6 +219,13 @@ async def _in_branch(
     branch: tuple[Position, int],
 ) -> Any:
     tracks.enter_branch(track)
+    # Its task and numbering, for an enclosing first() to wait while it is still replaying
+    # (_catch_up). Race closed: nested in a task a branch had gathered, a first() whose
+    # branch had handed a message to a step in an earlier pass was still replaying when the
+    # enclosing first() decided; the receive was taken for unused, its message given back
+    # and handled again.
+    track.task = asyncio.current_task()
+    track.scope = current_scope.get()
     _reaches.set((*_reaches.get(), reach))
     _first_group.set(group)
     _branches.set((*_branches.get(), branch))

@@ -223,6 +223,23 @@ FOUND = [
         0,
         False,
     ),
+    # a first() nested in a gathered task, whose branch had handed a message to a step,
+    # was still replaying when stop won; the enclosing first() did not wait for the nested
+    # one's branch tasks, so the message was given back and handled twice (seed 63;
+    # engine/firsts.py, _in_branch: a branch's track knows its task)
+    Scenario(
+        [
+            "gather",
+            [
+                ["seq", [["hook", "h1"], ["hook", "h2"]]],
+                ["first", [["hook", "h3"], ["recv", True, True]]],
+            ],
+        ],
+        ["send"],
+        [False],
+        0,
+        False,
+    ),
     # a step flushed while a decision's write was in flight and ran before it; the write
     # was refused (STALE) with the step's result, and only the task whose write met the
     # refusal unwound (engine/writer.py). Timing-dependent: about 1 run in 15 failed

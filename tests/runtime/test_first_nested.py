@@ -7,6 +7,7 @@ the branch holding the nested first() had nothing noted of it."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from runtime import (
     workflow,
 )
 from tests.apps.messages_app import against_stop, handle_message, handled
-from tests.helpers import answer, message_then_stop, stop_then_message
+from tests.helpers import answer, cached_or_full, message_then_stop, stop_then_message
 
 
 async def _stop_then_a_message(rt: Runtime, worker: Worker, wf: Any) -> str:
@@ -258,3 +259,54 @@ async def test_a_message_a_step_still_waiting_in_a_nested_first_had_stays_taken(
     await rt.send(run_id, "v", "b")
     await worker.drain()
     assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
+
+
+# A first() nested in a task a branch gathered, whose branch handed a message to a step in
+# an earlier pass: when the enclosing first() decides, that task may still be replaying
+# the nested first() (a receive with a timeout takes a few turns of the loop). (The
+# enclosing first() waited only for tasks it could see, and a nested first()'s branches
+# were none of them: it decided while they replayed, took the receive for unused and gave
+# "a" back, to be handled twice. Found by tests/runtime/test_first_model.py, seed 63.)
+
+
+async def _hooks_one_after_the_other() -> Any:
+    await hook("h1")
+    return await hook("h2")
+
+
+async def _take_and_handle_in_time() -> Any:
+    return await handle_message(await receive("v", timeout="1h"))
+
+
+async def _gathered_with_a_nested_take() -> Any:
+    return await asyncio.gather(
+        _hooks_one_after_the_other(), first(hook("h3"), _take_and_handle_in_time())
+    )
+
+
+@workflow(name="nested_in_a_gathered_task_wf")
+async def nested_in_a_gathered_task_wf() -> list[Any]:
+    which, _ = await first(hook("stop"), _gathered_with_a_nested_take())
+    return [which, await handle_message(await receive("v"))]
+
+
+@pytest.mark.parametrize("full", [True, False], ids=["full-replay", "replay-cache"])
+async def test_a_message_handled_in_a_first_nested_in_a_gathered_task_stays_taken(
+    rt: Runtime, worker: Worker, full: bool
+) -> None:
+    """ "a" comes and the gathered task's nested first() hands it to a step; then h1 and
+    stop are answered: stop wins, and the run's next receive takes "b", not "a" again."""
+    handled.clear()
+    replaying = cached_or_full(rt, worker, full)
+    run_id = await rt.start(nested_in_a_gathered_task_wf)
+    await replaying.drain()
+    await rt.send(run_id, "v", "a")
+    await replaying.drain()
+    assert handled == ["a"]
+    await answer(rt, "h1", 1)
+    await answer(rt, "stop", 1)
+    await replaying.drain()
+    await rt.send(run_id, "v", "b")
+    await replaying.drain()
+    assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
+    assert handled == ["a", "b"]
