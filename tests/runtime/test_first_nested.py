@@ -294,8 +294,8 @@ async def nested_in_a_gathered_task_wf() -> list[Any]:
 async def test_a_message_handled_in_a_first_nested_in_a_gathered_task_stays_taken(
     rt: Runtime, worker: Worker, full: bool
 ) -> None:
-    """ "a" comes and the gathered task's nested first() hands it to a step; then h1 and
-    stop are answered: stop wins, and the run's next receive takes "b", not "a" again."""
+    """Message "a" comes and the gathered task's nested first() hands it to a step; then h1
+    and stop are answered: stop wins, and the run's next receive takes "b", not "a" again."""
     handled.clear()
     replaying = cached_or_full(rt, worker, full)
     run_id = await rt.start(nested_in_a_gathered_task_wf)
