@@ -12,8 +12,10 @@ believed only from ``$PARLEY_TRUSTED_PROXIES``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import secrets
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,7 +124,7 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         f"pages allowed: {origins.describe()})",
         flush=True,
     )
-    uvicorn.run(
+    uvicorn_config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
@@ -135,7 +137,24 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         forwarded_allow_ips=list(settings.trusted_proxies),
         http=protocol_with_read_timeout(settings.request_timeout),
     )
+    _DrainingServer(uvicorn_config, app.state.ctx.draining).run()
     return 0
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn's server, which sets ``draining`` as its shutdown begins. Race closed:
+    uvicorn waits for every open response to end before the app's lifespan hears of the
+    shutdown, and the console's live stream never ends by itself: a server stopped with a
+    console open waited until its supervisor killed it (requests in flight and the demo's
+    in-process worker cut short)."""
+
+    def __init__(self, config: uvicorn.Config, draining: asyncio.Event) -> None:
+        super().__init__(config)
+        self.draining = draining
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.draining.set()
+        await super().shutdown(sockets)
 
 
 def _redacted(url: str) -> str:

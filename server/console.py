@@ -153,6 +153,24 @@ async def restart_run(request: Request) -> Response:
     return _json({"run_id": new_id, "restarted_from": run_id, "status": "pending"}, 201)
 
 
+async def _next_change(
+    queue: asyncio.Queue[list[dict[str, Any]]], draining: asyncio.Event
+) -> list[dict[str, Any]] | None:
+    """The next list of pending hooks; None after ``KEEPALIVE_SECONDS`` without one, or
+    once the server shuts down."""
+    getting = asyncio.ensure_future(queue.get())
+    stopping = asyncio.ensure_future(draining.wait())
+    try:
+        await asyncio.wait(
+            {getting, stopping}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        stopping.cancel()
+        if not getting.done():
+            getting.cancel()  # (a get cancelled before it completed takes nothing)
+    return getting.result() if getting.done() and not getting.cancelled() else None
+
+
 def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: ".encode() + orjson.dumps(data) + b"\n\n"
 
@@ -164,14 +182,13 @@ async def live(request: Request) -> Response:
 
     async def stream() -> AsyncIterator[bytes]:
         try:
-            yield b"retry: 1000\n\n"
-            while True:
-                try:
-                    hooks = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                except TimeoutError:
+            yield b"retry: 1000\n\n"  # (also after a shutdown: to the server that replaced this)
+            while not ctx.draining.is_set():
+                hooks = await _next_change(queue, ctx.draining)
+                if hooks is not None:
+                    yield _sse("hooks", {"hooks": hooks})
+                elif not ctx.draining.is_set():
                     yield b": keep-alive\n\n"
-                    continue
-                yield _sse("hooks", {"hooks": hooks})
         finally:
             ctx.watcher.unsubscribe(queue)
 

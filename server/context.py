@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -61,6 +62,10 @@ class ServerContext:
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
     keys: KeyRing = dataclasses.field(default_factory=lambda: KeyRing(()))
     links: LinkSigner | None = None
+    # Set as the server begins to shut down: what streams until the client leaves (the
+    # console's live hooks) ends then, since uvicorn waits for every open response to end
+    # before the app's lifespan hears of the shutdown.
+    draining: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     watcher: HookWatcher = dataclasses.field(init=False)
     history: StatsHistory = dataclasses.field(init=False)
     abuse: AbuseLimits = dataclasses.field(init=False)

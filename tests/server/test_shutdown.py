@@ -1,0 +1,68 @@
+"""A ``parley server`` told to stop (SIGTERM: a deploy, ``docker compose stop``) stops,
+also while an operator's console is open.
+
+uvicorn waits for every open response to end before the app hears of the shutdown, and the
+console's live stream of pending hooks (server-sent events) never ended by itself: the
+process waited until its supervisor killed it (here after 10 s; in-flight requests, and
+the demo's in-process worker, cut short). Now the stream ends as the shutdown begins, and
+the browser's EventSource reconnects, to the server that replaced this one.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+
+import httpx
+
+from .server_process import AUTH, ServerProcess
+
+# uvicorn, done shutting down, raises the signal it caught again: the process ends as
+# SIGTERM's (a SIGKILL would end it as -9)
+GRACEFUL = (0, -signal.SIGTERM)
+
+
+def _read_live(server: ServerProcess, chunks: list[bytes], opened: threading.Event) -> None:
+    with (
+        httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as client,
+        client.stream("GET", "/api/live") as response,
+    ):
+        assert response.status_code == 200
+        for chunk in response.iter_raw():
+            chunks.append(chunk)
+            opened.set()
+    chunks.append(b"<end>")  # the server ended the stream
+
+
+def test_a_server_with_a_console_open_stops_when_told(redis_url: str) -> None:
+    server = ServerProcess(redis_url)
+    try:
+        chunks: list[bytes] = []
+        opened = threading.Event()
+        reader = threading.Thread(target=_read_live, args=(server, chunks, opened), daemon=True)
+        reader.start()
+        assert opened.wait(10), "the live stream sent nothing"
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            code = server.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the server was still running 5 s after SIGTERM") from None
+        assert code in GRACEFUL, server.log()
+        reader.join(5)
+        assert chunks[-1] == b"<end>"  # the stream ended cleanly, not cut
+    finally:
+        server.stop()
+
+
+def test_a_server_stops_at_once_without_a_console(redis_url: str) -> None:
+    """(The control: the same stop, nothing open.)"""
+    server = ServerProcess(redis_url)
+    try:
+        began = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=5) in GRACEFUL, server.log()
+        assert time.monotonic() - began < 5
+    finally:
+        server.stop()
