@@ -35,9 +35,18 @@ def track_tasks(
         given = kwargs.pop("context", None)
         context = prepare(contextvars.copy_context() if given is None else given)
         task: asyncio.Future[Any]
+        track = started_track(context)
         if previous is not None:
             task = cast(Any, previous)(loop, coro, context=context, **kwargs)
-        elif (track := started_track(context)) is not None:
+            if track is not None:
+                # (not a ReadingTask: who reads its result is not noted, and its creator's
+                # later calls count as reading it) Known to a first() that waits for it to
+                # replay. Race closed: with another task factory on the loop (an
+                # instrumentation library's), a task a branch started was still replaying
+                # when the first() decided, and a message it had handed to a step in an
+                # earlier pass was given back and handled twice.
+                track.task = task
+        elif track is not None:
             # a task started inside a first()'s branch: who reads its result is noted
             reading = ReadingTask(coro, loop=loop, context=context, **kwargs)
             reading.track = track
