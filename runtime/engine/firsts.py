@@ -13,7 +13,7 @@ from typing import Any
 from ..models import EventType
 from . import tracks
 from .execution import Execution
-from .scopes import Position, current_scope
+from .scopes import Position
 from .signals import Abort, Interrupted, Suspend
 from .tracks import Track
 
@@ -85,14 +85,14 @@ async def first_of(
     branches = nested.branches
     reaches: list[list[str]] = []
     tasks = []
-    with tracks.creating_branches():
-        for i, wait in enumerate(waits):
-            reach: list[str] = []
-            reaches.append(reach)
-            joins = str(position) if grouped and bare_waits[i] else None
+    for i, wait in enumerate(waits):
+        reach: list[str] = []
+        reaches.append(reach)
+        joins = str(position) if grouped and bare_waits[i] else None
+        with tracks.creating_branch(branches[i]):
             task = asyncio.ensure_future(_in_branch(wait, branches[i], reach, joins, (position, i)))
-            execution.owned.add(task)
-            tasks.append(task)
+        execution.owned.add(task)
+        tasks.append(task)
     await asyncio.wait(tasks)
     # A branch that unwound with one of the engine's signals (an outage's Abort, a lost
     # lease, the end of a dry replay, a block, a continuation) ends the execution, as it
@@ -186,6 +186,8 @@ async def first_of(
 # of them: longer, a task waits on something outside the run (which its replay does not
 # bring back), and the decision is made without what it would have noted.
 CATCH_UP_SECONDS = 5.0
+# How often, while it waits, the decision looks again at where those tasks are.
+CATCH_UP_POLL_SECONDS = 0.001
 
 
 async def _catch_up(execution: Execution, branches: list[Track]) -> None:
@@ -202,7 +204,14 @@ async def _catch_up(execution: Execution, branches: list[Track]) -> None:
         left = give_up - loop.time()
         if left <= 0:
             return
-        await asyncio.wait(behind, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        # Checked again at least every CATCH_UP_POLL_SECONDS, not only when one ends: a task
+        # that has replayed what the log holds of it may go on (a new step, a wait outside
+        # the run). Race closed: the decision waited for such a task to end (the whole
+        # 5 s, or a new step's run), and a step its branch started meanwhile ran in a
+        # branch that then lost.
+        await asyncio.wait(
+            behind, timeout=min(left, CATCH_UP_POLL_SECONDS), return_when=asyncio.FIRST_COMPLETED
+        )
 
 
 def _bare_wait(track: Track) -> str:
@@ -219,13 +228,6 @@ async def _in_branch(
     branch: tuple[Position, int],
 ) -> Any:
     tracks.enter_branch(track)
-    # Its task and numbering, for an enclosing first() to wait while it is still replaying
-    # (_catch_up). Race closed: nested in a task a branch had gathered, a first() whose
-    # branch had handed a message to a step in an earlier pass was still replaying when the
-    # enclosing first() decided; the receive was taken for unused, its message given back
-    # and handled again.
-    track.task = asyncio.current_task()
-    track.scope = current_scope.get()
     _reaches.set((*_reaches.get(), reach))
     _first_group.set(group)
     _branches.set((*_branches.get(), branch))

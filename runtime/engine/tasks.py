@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from .tracks import ReadingTask, started_track
+from .tracks import ReadingTask, forking_track, started_track
 
 _tracking: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
@@ -36,6 +36,7 @@ def track_tasks(
         context = prepare(contextvars.copy_context() if given is None else given)
         task: asyncio.Future[Any]
         track = started_track(context)
+        branch = forking_track(context)
         if previous is not None:
             task = cast(Any, previous)(loop, coro, context=context, **kwargs)
             if track is not None:
@@ -55,6 +56,13 @@ def track_tasks(
             task = reading
         else:
             task = asyncio.Task(coro, loop=loop, context=context, **kwargs)
+        if branch is not None:
+            # A first()'s branch task, known to the first()s that enclose it from now on
+            # (tracks.started_task gave its track its numbering). Race closed: nested in a
+            # task still replaying, a first()'s branch tasks were none of the tasks an
+            # enclosing first() waited for, and it decided while they replayed; a message
+            # one had handed to a step in an earlier pass was given back and handled twice.
+            branch.task = task
         adopt(task)
         return task
 

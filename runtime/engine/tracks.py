@@ -89,9 +89,9 @@ _calls = itertools.count()  # the order calls were noted in, in every track
 
 # The track of the task running now, inside a branch of a first() (None elsewhere).
 current_track: ContextVar[Track | None] = ContextVar("parley_track", default=None)
-# Set while first() creates its branches' tasks: each gets its branch's track, not a track
+# While first() creates a branch's task, that branch's track: the task gets it, not a track
 # of a task its creator started.
-_forking: ContextVar[bool] = ContextVar("parley_forking", default=False)
+_forking: ContextVar[Track | None] = ContextVar("parley_forking", default=None)
 # In a task started inside a branch: the track started for it (None in a branch's own
 # task), which reading its result notes.
 _started: ContextVar[Track | None] = ContextVar("parley_started_track", default=None)
@@ -126,11 +126,18 @@ def _runs_now(entry: Entry) -> bool:
 def started_task(context: contextvars.Context) -> None:
     """A task started inside a branch (``context`` is its own, a copy of its creator's):
     it notes its calls in a track of its own, which its creator's track holds."""
+    branch = context.get(_forking)
+    if branch is not None:
+        # A first()'s branch task: its branch's track, which knows its numbering from now
+        # on, before the task first runs. Race closed: a first() nested in a task still
+        # replaying had created its branches' tasks, which had not run yet; an enclosing
+        # first() that decided then saw nothing of them behind, and a message one had
+        # taken in an earlier pass was neither kept nor given back (lost).
+        branch.scope = context.get(current_scope)
+        context.run(_started.set, None)
+        return
     parent = context.get(current_track)
     if parent is None:
-        return
-    if context.get(_forking):
-        context.run(_started.set, None)
         return
     track = Track()
     track.scope = context.get(current_scope)
@@ -185,19 +192,25 @@ def fork(branches: int) -> Fork:
 
 
 @contextlib.contextmanager
-def creating_branches() -> Iterator[None]:
-    """While a first() creates its branches' tasks (each enters its own branch's track)."""
-    token = _forking.set(True)
+def creating_branch(track: Track) -> Iterator[None]:
+    """While a first() creates the task of the branch ``track`` is of (which then enters
+    it, :func:`enter_branch`)."""
+    token = _forking.set(track)
     try:
         yield
     finally:
         _forking.reset(token)
 
 
+def forking_track(context: contextvars.Context) -> Track | None:
+    """The track of the first()'s branch whose task runs in ``context``, while it is made."""
+    return context.get(_forking)
+
+
 def enter_branch(track: Track) -> None:
     """In a branch's task: its calls go to its branch's track."""
     current_track.set(track)
-    _forking.set(False)
+    _forking.set(None)
 
 
 def finished_at(entry: Entry, end_of: Callable[[str], Stamp | None]) -> Stamp | None:

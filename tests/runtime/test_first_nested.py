@@ -8,6 +8,7 @@ the branch holding the nested first() had nothing noted of it."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from runtime import (
     step_hook,
     workflow,
 )
+from runtime.engine.firsts import CATCH_UP_SECONDS
 from tests.apps.messages_app import against_stop, handle_message, handled
 from tests.helpers import answer, cached_or_full, message_then_stop, stop_then_message
 
@@ -310,3 +312,46 @@ async def test_a_message_handled_in_a_first_nested_in_a_gathered_task_stays_take
     await replaying.drain()
     assert await rt.wait(run_id, timeout=5) == [0, "handled b"]
     assert handled == ["a", "b"]
+
+
+# The same first() nested in a gathered task, whose branch, once it has replayed what the
+# log holds of it, waits on something outside the run until the race is decided. (The
+# decision waited for the task to end rather than to catch up: the whole 5 s.)
+opened: dict[str, asyncio.Event] = {}  # the test's event, made in its own loop
+
+
+async def _take_handle_then_wait_outside() -> Any:
+    await handle_message(await receive("v", timeout="1h"))
+    await hook("h4")
+    await opened["gate"].wait()  # set once the race is decided
+
+
+async def _gathered_with_a_nested_task_that_goes_on() -> Any:
+    return await asyncio.gather(
+        _hooks_one_after_the_other(), first(hook("h3"), _take_handle_then_wait_outside())
+    )
+
+
+@workflow(name="nested_goes_on_after_replaying_wf")
+async def nested_goes_on_after_replaying_wf() -> int:
+    which, _ = await first(hook("stop"), _gathered_with_a_nested_task_that_goes_on())
+    opened["gate"].set()
+    return which
+
+
+async def test_a_nested_branch_that_goes_on_after_replaying_does_not_hold_the_decision(
+    rt: Runtime, worker: Worker
+) -> None:
+    handled.clear()
+    opened["gate"] = asyncio.Event()
+    run_id = await rt.start(nested_goes_on_after_replaying_wf)
+    await worker.drain()
+    await rt.send(run_id, "v", "a")
+    await worker.drain()
+    for name in ("h1", "h4", "stop"):
+        await answer(rt, name, 1)
+    began = time.monotonic()
+    await worker.drain()
+    assert time.monotonic() - began < CATCH_UP_SECONDS / 2  # not the catch-up's limit
+    assert await rt.wait(run_id, timeout=5) == 0
+    assert handled == ["a"]

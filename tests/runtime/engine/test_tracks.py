@@ -81,10 +81,12 @@ def test_a_task_started_in_a_branch_gets_a_track_its_creators_holds() -> None:
         child = contextvars.copy_context()
         tracks.started_task(child)
         child.run(tracks.note, "x")
-        with tracks.creating_branches():  # a first()'s branch task enters its own track
+        nested_branch = Track()
+        with tracks.creating_branch(nested_branch):  # a first()'s branch task: its own track
             nested = contextvars.copy_context()
             tracks.started_task(nested)
-        assert nested.get(tracks.current_track) is branch
+        assert nested.get(tracks.current_track) is branch  # (it enters its own as it runs)
+        assert tracks.forking_track(nested) is nested_branch  # (the factory gives it its task)
 
     contextvars.copy_context().run(in_branch)
     [wait, task] = branch.entries
