@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import secrets
 import socket
@@ -136,9 +137,23 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         proxy_headers=bool(settings.trusted_proxies),
         forwarded_allow_ips=list(settings.trusted_proxies),
         http=protocol_with_read_timeout(settings.request_timeout),
+        # A backstop: a response still open this long after the shutdown began (a client
+        # that stopped reading a stream, a request stuck on the store) is cancelled, and
+        # the lifespan's shutdown (the in-process worker's graceful stop) still runs before
+        # the supervisor's SIGKILL (Docker's default is 10 s).
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
-    _DrainingServer(uvicorn_config, app.state.ctx.draining).run()
-    return 0
+    server = _DrainingServer(uvicorn_config, app.state.ctx.draining)
+    with contextlib.suppress(KeyboardInterrupt):  # (Ctrl-C: as uvicorn.run, no traceback)
+        server.run()
+    # A server that never started (the store unreachable at startup, the port taken) fails,
+    # so that a supervisor restarts it (uvicorn.run's exit status 3).
+    return 0 if server.started else STARTUP_FAILURE
+
+
+# uvicorn's exit status for a server that could not start.
+STARTUP_FAILURE = 3
+GRACEFUL_SHUTDOWN_SECONDS = 8
 
 
 class _DrainingServer(uvicorn.Server):

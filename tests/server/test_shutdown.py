@@ -5,19 +5,27 @@ uvicorn waits for every open response to end before the app hears of the shutdow
 console's live stream of pending hooks (server-sent events) never ended by itself: the
 process waited until its supervisor killed it (here after 10 s; in-flight requests, and
 the demo's in-process worker, cut short). Now the stream ends as the shutdown begins, and
-the browser's EventSource reconnects, to the server that replaced this one.
+the console reconnects (widget/console/api.js tries again every second), to the server
+that replaced this one.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 
-from .server_process import AUTH, ServerProcess
+from runtime.testing import free_port
+from server.cli import STARTUP_FAILURE
+from tests.processes import ROOT
+
+from .server_process import API_KEY, AUTH, ServerProcess
 
 # uvicorn, done shutting down, raises the signal it caught again: the process ends as
 # SIGTERM's (a SIGKILL would end it as -9)
@@ -66,3 +74,38 @@ def test_a_server_stops_at_once_without_a_console(redis_url: str) -> None:
         assert time.monotonic() - began < 5
     finally:
         server.stop()
+
+
+def test_ctrl_c_stops_the_server_without_a_traceback(redis_url: str) -> None:
+    server = ServerProcess(redis_url)
+    try:
+        server.process.send_signal(signal.SIGINT)
+        assert server.process.wait(timeout=5) == 0, server.log()
+        assert "Traceback" not in server.log()
+    finally:
+        server.stop()
+
+
+def test_a_server_that_cannot_start_fails(tmp_path: Path) -> None:
+    """The store unreachable at startup: exit status 3 (uvicorn's), so that a supervisor
+    restarts it, not 0."""
+    nobody = f"redis://127.0.0.1:{free_port()}/0"
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "runtime.cli", "server", "--app", "tests.server.apps"),
+                *("--redis", nobody, "--host", "127.0.0.1", "--port", str(free_port())),
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PARLEY_API_KEY": API_KEY},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            code = process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+    assert code == STARTUP_FAILURE, log.read_text(errors="replace")
