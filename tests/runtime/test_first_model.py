@@ -261,6 +261,22 @@ FOUND = [
         4,
         False,
     ),
+    # the same, deterministic: a receive with a timeout in a task started by a task the
+    # branch started; stop won while its first()'s branches had not run yet, and the
+    # message it had taken in an earlier pass was lost (seed 68, shrunk)
+    Scenario(
+        [
+            "spawn",
+            [
+                ["spawn", [["recv", False, True], ["hook", "h0"]]],
+                ["seq", [["hook", "h1"], ["hook", "h2"]]],
+            ],
+        ],
+        ["send"],
+        [False],
+        0,
+        False,
+    ),
     # a step flushed while a decision's write was in flight and ran before it; the write
     # was refused (STALE) with the step's result, and only the task whose write met the
     # refusal unwound (engine/writer.py). Timing-dependent: about 1 run in 15 failed
