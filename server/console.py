@@ -182,7 +182,7 @@ async def live(request: Request) -> Response:
 
     async def stream() -> AsyncIterator[bytes]:
         try:
-            yield b"retry: 1000\n\n"  # (also after a shutdown: to the server that replaced this)
+            yield b"retry: 1000\n\n"
             while not ctx.draining.is_set():
                 hooks = await _next_change(queue, ctx.draining)
                 if hooks is not None:

@@ -125,7 +125,8 @@ def _runs_now(entry: Entry) -> bool:
 
 def started_task(context: contextvars.Context) -> None:
     """A task started inside a branch (``context`` is its own, a copy of its creator's):
-    it notes its calls in a track of its own, which its creator's track holds."""
+    it notes its calls in a track of its own, which its creator's track holds. A first()'s
+    branch task notes them in its branch's track instead (:func:`creating_branch`)."""
     branch = context.get(_forking)
     if branch is not None:
         # A first()'s branch task: its branch's track, which knows its numbering from now
