@@ -34,6 +34,11 @@ from .context import ServerConfig
 from .origins import OriginPolicy
 from .slowloris import protocol_with_read_timeout
 
+# uvicorn's exit status for a server that could not start.
+STARTUP_FAILURE = 3
+# How long a response may stay open once the shutdown began (see serve()).
+GRACEFUL_SHUTDOWN_SECONDS = 8
+
 WS_MAX_SIZE = 1024 * 1024  # protocol limit; the gateway answers frames > 64 KiB itself
 
 
@@ -149,11 +154,6 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
     # A server that never started (the store unreachable at startup, the port taken) fails,
     # so that a supervisor restarts it (uvicorn.run's exit status 3).
     return 0 if server.started else STARTUP_FAILURE
-
-
-# uvicorn's exit status for a server that could not start.
-STARTUP_FAILURE = 3
-GRACEFUL_SHUTDOWN_SECONDS = 8
 
 
 class _DrainingServer(uvicorn.Server):

@@ -163,7 +163,7 @@ class TaskConsumer:
 
     def forget_unstarted(self) -> None:
         """The tasks read and not started are given back: no longer this consumer's to
-        start (a worker run again after its stop would claim them by their old messages)."""
+        start (a worker drained after its stop would claim them by their old messages)."""
         self._backlog.clear()
         self._deferred.clear()
 

@@ -43,6 +43,15 @@ def _record(execution: Execution) -> None:
     execution.writes.event(EventType.MESSAGE_TAKEN, b"{}")
 
 
+async def _two_flushes(execution: Execution) -> tuple[asyncio.Future[Any], asyncio.Future[Any]]:
+    """A flush whose write is in flight (held by the store's gate), then a second one."""
+    first = asyncio.ensure_future(execution.flush())
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(execution.flush())
+    await asyncio.sleep(0)
+    return first, second
+
+
 async def test_a_flush_waits_for_the_write_in_flight_that_took_its_writes() -> None:
     """A step's flush while another task's write is in flight with everything recorded:
     it returns once that write is confirmed, and a decision recorded meanwhile still asks
@@ -51,10 +60,7 @@ async def test_a_flush_waits_for_the_write_in_flight_that_took_its_writes() -> N
     store = ScriptedStore(ApplyOutcome.OK)
     execution = _execution(store)
     _record(execution)
-    first = asyncio.ensure_future(execution.flush())
-    await asyncio.sleep(0)
-    second = asyncio.ensure_future(execution.flush())
-    await asyncio.sleep(0)
+    first, second = await _two_flushes(execution)
     execution.flush_before_step = True  # a first() decided meanwhile
     await asyncio.sleep(0.01)
     assert not second.done()
@@ -85,10 +91,7 @@ async def test_a_flush_waiting_for_a_write_that_aborted_raises_too() -> None:
     store = ScriptedStore(ApplyOutcome.STALE)
     execution = _execution(store)
     _record(execution)
-    first = asyncio.ensure_future(execution.flush())
-    await asyncio.sleep(0)
-    second = asyncio.ensure_future(execution.flush())
-    await asyncio.sleep(0)
+    first, second = await _two_flushes(execution)
     store.gate.set()
     for flushing in (first, second):
         with pytest.raises(Abort):

@@ -11,15 +11,10 @@
 -- KEYS: the task streams. ARGV: consumer, count (per stream).
 -- Returns {tasks given back, 1 if a stream may hold more of this consumer's, else 0}.
 local consumer, count = ARGV[1], tonumber(ARGV[2])
-local given, more, done = 0, 0, {}
+local given, more = 0, 0
 for i = 1, #KEYS do
   local pending = redis.call('XPENDING', KEYS[i], GROUP, '-', '+', count, consumer)
-  if #pending == count then
-    more = 1
-  else
-    -- (deleted after the loop below gave back what it lists: its entries are acknowledged)
-    table.insert(done, KEYS[i])
-  end
+  if #pending == count then more = 1 end
   for _, entry in ipairs(pending) do
     local id = entry[1]
     local found = redis.call('XRANGE', KEYS[i], id, id)
@@ -29,8 +24,8 @@ for i = 1, #KEYS do
     end
     ack_task(KEYS[i], id)
   end
-end
-for _, stream in ipairs(done) do
-  redis.call('XGROUP', 'DELCONSUMER', stream, GROUP, consumer)
+  if #pending < count then  -- (all given back and acknowledged: nothing of it is lost)
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[i], GROUP, consumer)
+  end
 end
 return {given, more}
