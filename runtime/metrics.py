@@ -98,6 +98,12 @@ class Metrics:
             "Tasks taken over from workers that stopped acknowledging them",
             registry=self.registry,
         )
+        self.consumers_swept = Counter(
+            "parley_consumers_swept",
+            "Consumers of workers that died, deleted from the task groups by this process "
+            "(idle, nothing pending)",
+            registry=self.registry,
+        )
         self.parked = Counter(
             "parley_runs_parked_here",
             "Runs this process parked because it does not serve their version",

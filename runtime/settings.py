@@ -10,6 +10,7 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_LOG_LEVEL`` | INFO | log level of ``parley`` processes |
 | ``PARLEY_LOG_FORMAT`` | text | ``text`` or ``json`` (JSON lines) |
 | ``PARLEY_METRICS_PORT`` | 0 | a worker's Prometheus port (0: off) |
+| ``PARLEY_CONSUMER_SWEEP_IDLE`` | ``1d`` | a dead worker's consumer is swept after this idle |
 | ``PARLEY_VERSION`` | (none) | a worker's deployment version (``parley worker --version``) |
 | ``PARLEY_API_KEY`` | (none) | an ``admin`` API key of the server, named ``default`` |
 | ``PARLEY_API_KEYS`` | (none) | more keys: ``name:scope:secret,...`` (admin/operator/reader) |
@@ -67,6 +68,12 @@ DEADLINE_SCAN_SECONDS = 5.0
 HAND_BACK_DELAY_SECONDS = 1.0  # before a worker gives back a task it cannot run
 # how often a worker announces its workflows again (they are lost if Redis comes back empty)
 ANNOUNCE_SECONDS = 10.0
+# The consumers that workers which died left in the task groups are deleted once idle this
+# long with nothing pending (runtime/worker/leases.py). A live worker's consumer that got
+# nothing that long is deleted too, harmlessly: the read that next delivers to it creates it.
+DEFAULT_CONSUMER_SWEEP_IDLE = "1d"
+# how often (on average, jittered) each worker sweeps them: rare, and idempotent
+CONSUMER_SWEEP_SECONDS = 3600.0
 # the longest a crashed background loop of a worker waits before it is restarted
 LOOP_RESTART_MAX_SECONDS = 5.0
 
@@ -112,6 +119,8 @@ class Settings:
     log_level: str = "INFO"
     log_format: str = "text"
     metrics_port: int = 0
+    # PARLEY_CONSUMER_SWEEP_IDLE, checked by the worker (runtime.worker.leases.sweep_idle_ms)
+    consumer_sweep_idle: str = DEFAULT_CONSUMER_SWEEP_IDLE
     version: str = ""
     api_key: str = ""
     chat_workflow: str | None = None
@@ -140,6 +149,8 @@ class Settings:
             log_level=env.get("PARLEY_LOG_LEVEL", "INFO"),
             log_format=env.get("PARLEY_LOG_FORMAT", "text").lower(),
             metrics_port=_int(env, "PARLEY_METRICS_PORT", 0),
+            consumer_sweep_idle=env.get("PARLEY_CONSUMER_SWEEP_IDLE")
+            or DEFAULT_CONSUMER_SWEEP_IDLE,
             version=env.get("PARLEY_VERSION", ""),
             api_key=env.get("PARLEY_API_KEY", ""),
             chat_workflow=env.get("PARLEY_CHAT_WORKFLOW") or None,

@@ -11,6 +11,7 @@ import orjson
 
 from runtime import Runtime
 from runtime.models import LOG_SCOPED
+from runtime.settings import TASKS_GROUP
 from runtime.store.redis import RedisStore, keys
 
 
@@ -56,3 +57,13 @@ async def as_queued_without_workflows(rt: Runtime) -> None:
         for message_id, fields in entries:
             await store.client.xdel(stream, message_id)
             await store.client.xadd(stream, {b"r": fields[b"r"]})
+
+
+async def task_consumers(store: RedisStore) -> set[str]:
+    """The consumers listed in the task streams' group, every partition's."""
+    names = set()
+    for partition in range(store.partitions):
+        stream = keys.key("tasks", partition)
+        for consumer in await store.client.xinfo_consumers(stream, TASKS_GROUP):
+            names.add(consumer["name"].decode())
+    return names

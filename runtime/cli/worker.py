@@ -7,13 +7,16 @@ import asyncio
 import gc
 import logging
 import signal
+import sys
 from typing import Any
 
 from .. import _loop, tracing
 from ..client import Runtime
+from ..errors import UsageError
 from ..ids import check_name
 from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
 from ..worker import Worker
+from ..worker.leases import sweep_idle_ms
 from .ops import add_allow_memory, embedded_store_refused
 
 # Container allocations between two young collections in a worker process (CPython's
@@ -64,6 +67,11 @@ def add_command(sub: Any, add_common: Any) -> None:
 def _worker_command(args: argparse.Namespace) -> int:
     if embedded_store_refused(args, "worker"):
         return 2
+    try:  # checked before anything starts: a typo in the environment, said plainly
+        sweep_idle_ms(Settings.from_env().consumer_sweep_idle)
+    except UsageError as exc:
+        print(f"parley worker: {exc}", file=sys.stderr)
+        return 2
     _loop.run(_run_worker(args))
     return 0
 
@@ -80,6 +88,7 @@ async def _run_worker(args: argparse.Namespace) -> None:
         workflows=args.workflow,
         version=args.version,
         serve_versions=args.serve_version,
+        consumer_sweep_idle=Settings.from_env().consumer_sweep_idle,
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -141,6 +141,12 @@ class Store(Protocol):
         """Give back every task ``consumer`` read and has not acknowledged (it stops): each
         a new message for any consumer. Returns how many."""
 
+    async def sweep_consumers(self, consumer: str, idle_ms: int) -> int:
+        """Forget the consumers (workers that died) that hold no unacknowledged task and
+        have been idle longer than ``idle_ms``, never ``consumer`` itself; the check and
+        the removal are atomic, so a task delivered meanwhile is never lost. Returns how
+        many were removed."""
+
     async def claim(
         self,
         task: Task,

@@ -2,9 +2,9 @@
 tasks of dead workers and heartbeats its long executions.
 
 A worker holds an asyncio task only for a run it is *executing*; a suspended run costs
-store bytes and nothing here. Background loops: task readers, deadlines, reclaim,
-heartbeat, announcements — a fixed few, whatever the number of runs, each supervised
-(restarted if it crashes).
+store bytes and nothing here. Background loops: task readers, deadlines, reclaim, the
+sweep of dead workers' consumers, heartbeat, announcements — a fixed few, whatever the
+number of runs, each supervised (restarted if it crashes).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import socket
 from collections.abc import Iterable
 from types import ModuleType
 
+from .._codec import Duration
 from ..client import Runtime
 from ..engine.replay_cache import DEFAULT_REPLAY_CACHE_SIZE, ReplayCache
 from ..errors import StoreUnavailable, WorkflowNotFound
@@ -26,8 +27,10 @@ from ..metrics import Metrics
 from ..registry import get_workflow, import_apps, registered_workflows
 from ..settings import (
     ANNOUNCE_SECONDS,
+    CONSUMER_SWEEP_SECONDS,
     DEADLINE_SCAN_SECONDS,
     DEFAULT_CONCURRENCY,
+    DEFAULT_CONSUMER_SWEEP_IDLE,
     HAND_BACK_DELAY_SECONDS,
     MAX_BLOCK_SECONDS,
     TASK_BLOCK_SECONDS,
@@ -35,7 +38,7 @@ from ..settings import (
 from .backoff import Backoff
 from .consumer import TaskConsumer
 from .deadlines import DeadlineLoop
-from .leases import LeaseKeeper
+from .leases import LeaseKeeper, sweep_idle_ms
 from .supervisor import Loop, supervise
 
 log = logging.getLogger("parley.worker")
@@ -54,6 +57,9 @@ class Worker:
     ``visibility_timeout`` (default: the lease) is how long a task may stay unacknowledged
     before another worker takes it over. ``replay_cache`` is how many recently executed
     runs it remembers the replay of (0: none), so their resumes read only new events.
+    About every ``consumer_sweep_interval`` seconds it deletes the consumers of the task
+    groups idle longer than ``consumer_sweep_idle`` with nothing pending: those of workers
+    that died (a stopping worker's own leaves with it).
     """
 
     def __init__(
@@ -71,7 +77,10 @@ class Worker:
         version: str = "",
         serve_versions: Iterable[str] | None = None,
         replay_cache: int = DEFAULT_REPLAY_CACHE_SIZE,
+        consumer_sweep_idle: Duration = DEFAULT_CONSUMER_SWEEP_IDLE,
+        consumer_sweep_interval: float = CONSUMER_SWEEP_SECONDS,
     ) -> None:
+        sweep_idle = sweep_idle_ms(consumer_sweep_idle)  # before anything: a bad setting
         import_apps(app)
         self.runtime = runtime
         # The workflows this worker executes (default: all registered in this process).
@@ -112,6 +121,8 @@ class Worker:
             visibility_ms=int(visibility * 1000),
             dispatch=self.tasks.dispatch,
             serves=self.serve_versions,
+            sweep_idle_ms=sweep_idle,
+            sweep_seconds=consumer_sweep_interval,
         )
 
     def __repr__(self) -> str:
@@ -194,6 +205,11 @@ class Worker:
         """Take over tasks idle longer than the visibility timeout (their worker died)."""
         return await self.leases.reclaim()
 
+    async def sweep_consumers(self) -> int:
+        """Delete the consumers of dead workers from the task groups now (the sweep loop
+        does it about every ``consumer_sweep_interval``); returns how many."""
+        return await self.leases.sweep()
+
     async def run(self, *, drain: bool = False) -> None:
         """Work until :meth:`stop`; with ``drain=True``, return as soon as no task is ready
         and no execution is in flight (deterministic tests)."""
@@ -213,6 +229,7 @@ class Worker:
         named += [
             ("deadline loop", self.deadlines.run),
             ("reclaim loop", self.leases.reclaim_loop),
+            ("consumer sweep loop", self.leases.sweep_loop),
             ("heartbeat loop", self.leases.heartbeat_loop),
             ("announce loop", self._announce_loop),
         ]

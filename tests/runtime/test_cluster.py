@@ -22,6 +22,7 @@ from runtime import (
     step_hook,
     workflow,
 )
+from runtime.store.redis._keys import partition_of
 from tests.helpers import running
 from tests.processes import PARTITIONS, WorkerProcess
 from tests.raw_redis import raw
@@ -164,3 +165,21 @@ async def test_runs_and_hooks_listed_by_tag_on_cluster(crt: Runtime) -> None:
         tagged[0]
     ]
     assert len(await crt.list_hooks(tag="customer:acme")) == len(tagged) - 1
+
+
+async def test_dead_consumers_are_swept_on_cluster(crt: Runtime) -> None:
+    """lua/sweep.lua goes one partition per call on a cluster (a script's streams share a
+    slot): a dead consumer delivered a task in every partition is swept from each."""
+    store = crt.store
+    partitions = store.partitions
+    first_of: dict[int, str] = {}
+    for n in range(1000):
+        first_of.setdefault(partition_of(f"r-swept-{n}", partitions), f"r-swept-{n}")
+    for run_id in first_of.values():
+        assert await store.start(run_id, "wf", None, b'{"args":[],"kwargs":{}}')
+    read = [t for src in store.task_sources() for t in await store.read_tasks("dead", src, 9, None)]
+    assert len(read) == partitions
+    assert len(await store.reclaim("me", 0)) == partitions  # what the dead consumer held
+    await asyncio.sleep(0.12)
+    assert await store.sweep_consumers("me", 50) == partitions
+    assert await store.sweep_consumers("me", 50) == 0

@@ -84,6 +84,7 @@ class Scripts:
     read_hooks: Script
     reclaim: Script
     give_back: Script
+    sweep: Script
 
 
 class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):

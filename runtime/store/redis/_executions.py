@@ -37,6 +37,11 @@ log = logging.getLogger("parley.store")
 # Tasks a stopping worker gives back per stream and script call (a worker holds at most
 # its backlog and executions' worth: one call, most often).
 GIVE_BACK_PAGE = 500
+# Consumers one sweep deletes per stream and script call, and the calls of one sweep per
+# group of streams: what a backlog of dead consumers (from before the sweep) costs Redis
+# at once is bounded; the next sweep takes the rest.
+SWEEP_PAGE = 100
+SWEEP_CALLS = 10
 
 
 class ExecutionStore(CompactionStore):
@@ -130,6 +135,26 @@ class ExecutionStore(CompactionStore):
                     raise await self._repair_groups(exc) from exc
                 given += int(count)
         return given
+
+    @store_call
+    async def sweep_consumers(self, consumer: str, idle_ms: int) -> int:
+        async def sweep(streams: list[str]) -> int:
+            swept = 0
+            for _ in range(SWEEP_CALLS):
+                try:
+                    count, more = await self.scripts.sweep(
+                        keys=streams, args=[consumer, idle_ms, SWEEP_PAGE]
+                    )
+                except ResponseError as exc:
+                    raise await self._repair_groups(exc) from exc
+                swept += int(count)
+                if not more:
+                    break
+            return swept
+
+        groups = self.task_sources()
+        swept = await asyncio.gather(*(sweep([_keys.key("tasks", p) for p in g]) for g in groups))
+        return sum(swept)
 
     async def unpark(self, versions: Sequence[str]) -> int:
         sent = await asyncio.gather(

@@ -40,6 +40,7 @@ NAMES = (
     "reclaim",
     "give_back",
     "release",
+    "sweep",
 )
 
 

@@ -4,7 +4,7 @@ backend: the embedded store (memory://) and real Redis.
 Only the protocol's methods are used here, through ``rt.store``, so a new backend passes
 this suite by implementing the protocol, whatever it stores underneath. Deadlines are
 driven by the ``now_ms`` given to ``fire_due``, never by sleeping; the one test of
-retention expiry waits a little over a second.
+retention expiry waits a little over a second, the consumer sweep's a tenth of one.
 """
 
 from __future__ import annotations
@@ -380,6 +380,20 @@ async def test_give_back_requeues_what_a_consumer_read_and_did_not_finish(store:
     reclaimed = await store.reclaim("c3", 0)
     assert {(t.partition, t.message_id) for t in reclaimed} == messages
     assert await store.give_back("c1") == 0
+
+
+async def test_sweep_forgets_idle_empty_consumers_and_never_a_pending_task(store: Store) -> None:
+    await task_of(store, await start(store), "dead")
+    await store.reclaim(CONSUMER, 0)  # what the dead consumer read is c1's now
+    held = await task_of(store, await start(store), "holder")
+    await asyncio.sleep(0.12)
+    assert await store.sweep_consumers(CONSUMER, 60_000) == 0  # none idle that long
+    assert await store.sweep_consumers(CONSUMER, 50) >= 1  # the dead one, at least
+    assert await store.sweep_consumers(CONSUMER, 50) == 0  # idempotent
+    # the holder's task is still pending, c1's too (a caller never sweeps itself)
+    reclaimed = {t.message_id for t in await store.reclaim("c2", 0)}
+    assert held.message_id in reclaimed
+    assert len(reclaimed) == 2
 
 
 # claim --------------------------------------------------------------------------------

@@ -9,10 +9,8 @@ import asyncio
 import time
 
 from runtime import RunStatus, Runtime, Worker, step, workflow
-from runtime.settings import TASKS_GROUP
-from runtime.store.redis import RedisStore, keys
 from runtime.store.redis._keys import partition_of
-from tests.raw_redis import raw
+from tests.raw_redis import raw, task_consumers
 
 entered: list[int] = []
 gate: dict[str, asyncio.Event] = {}  # the test's event, made in its own loop
@@ -60,7 +58,7 @@ async def test_the_backlog_of_a_stopping_worker_goes_to_the_other_workers(rt: Ru
     await asyncio.sleep(0.05)
     gate["open"].set()  # the execution in flight ends: a graceful stop waits for it
     await asyncio.wait_for(working, 10)
-    assert stopping.consumer not in await _consumers(raw(rt))  # what it held went back
+    assert stopping.consumer not in await task_consumers(raw(rt))  # what it held went back
 
     began = time.monotonic()
     await Worker(rt, timer_tick=0.01).drain()  # another worker, at once
@@ -80,20 +78,10 @@ async def test_a_stopped_worker_leaves_the_task_groups(rt: Runtime) -> None:
     gate["open"].set()
     worker = Worker(rt, timer_tick=0.01)
     await worker.drain()
-    assert worker.consumer in await _consumers(store)  # it read, so it is listed
+    assert worker.consumer in await task_consumers(store)  # it read, so it is listed
     working = asyncio.create_task(worker.run())
     await asyncio.sleep(0.05)
     worker.stop()
     await asyncio.wait_for(working, 10)
-    assert worker.consumer not in await _consumers(store)
+    assert worker.consumer not in await task_consumers(store)
     assert (await rt.get_run("r-stop-leaves")).status is RunStatus.COMPLETED
-
-
-async def _consumers(store: RedisStore) -> set[str]:
-    """The consumers listed in the task streams' group, every partition's."""
-    names = set()
-    for partition in range(store.partitions):
-        stream = keys.key("tasks", partition)
-        for consumer in await store.client.xinfo_consumers(stream, TASKS_GROUP):
-            names.add(consumer["name"].decode())
-    return names
