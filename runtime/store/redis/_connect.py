@@ -211,7 +211,7 @@ def _sentinel(url: str) -> aioredis.Redis:
     target = parse_sentinel_url(url)
     timeouts = {"socket_timeout": SOCKET_TIMEOUT_SECONDS, "socket_connect_timeout": 1.0}
     # (the master named with the newest configuration, not the first sentinel's answer)
-    sentinel = NewestMasterSentinel(  # type: ignore[no-untyped-call]
+    sentinel = NewestMasterSentinel(  # type: ignore[no-untyped-call,unused-ignore]
         list(target.sentinels),
         sentinel_kwargs={**timeouts, "password": target.sentinel_password},
     )
