@@ -275,7 +275,9 @@ class Runtime(AnswerCalls, OperatorCalls):
     async def send(self, run_id: str, topic: str, payload: Any) -> None:
         """Send ``payload`` to the run's ``receive(topic)``: delivered at once when the run
         waits for it, else kept (in order) until the run receives that topic. Each message
-        is received once. From a workflow, send inside a step (a step may run again after
+        is received once. A run that continued as new (``continue_as_new``) hands it on
+        to the run its chain has reached, as it does the messages it had not received
+        when it continued. From a workflow, send inside a step (a step may run again after
         a crash: give payloads an id if the receiver must see each once)."""
         check_run_id(run_id)
         check_name(topic, "topic")

@@ -20,6 +20,7 @@ from ..registry import WorkflowDef
 from ..store import Finish
 from .continuing import successor_input
 from .failures import describe_error, public_error
+from .messages import PassMessages
 from .signals import ContinueAsNew
 from .writer import Writer
 
@@ -31,6 +32,7 @@ class Endings(Writer):
     session: str | None
     parent: str | None
     outcome: str
+    messages: PassMessages
 
     async def _finish_completed(self, result: Any) -> None:
         try:
@@ -67,7 +69,14 @@ class Endings(Writer):
         except Exception as exc:
             await self.finish_failed(exc)
             return
-        self.writes.continue_as(next_id, self.workflow.name, started, tags)
+        # Race closed: messages sent to the conversation and not received yet (left in the
+        # log by a withdrawn receive, or just delivered) ended with this run, unread,
+        # though their sends had been accepted. They go on to the successor's receives.
+        leftovers = [
+            dumps({"payload": self.index.messages[topic][n], "topic": topic})
+            for topic, n in self.messages.untaken(self.index)
+        ]
+        self.writes.continue_as(next_id, self.workflow.name, started, tags, leftovers)
         self.record(EventType.WORKFLOW_CONTINUED, {"continued_to": next_id})
         self.post_status(RunStatus.CONTINUED, continued_to=next_id)
         try:

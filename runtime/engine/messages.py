@@ -108,6 +108,20 @@ class PassMessages:
             for n in range(self._next.get(topic, 0), received)
         )
 
+    def untaken(self, index: ReplayIndex) -> list[tuple[str, int]]:
+        """The messages in the log that no receive holds, recorded or in this pass (none
+        took them yet, or a withdrawn receive gave them back), as (topic, number) in the
+        order they came within each topic: what a run that continues as new hands on."""
+        untaken: list[tuple[str, int]] = []
+        for topic, received in index.messages.items():
+            if self._by_order:
+                untaken.extend((topic, n) for n in range(self._next.get(topic, 0), len(received)))
+                continue
+            held = index.assigned_of.get(topic, set()) | self._numbers.get(topic, set())
+            freed = self._freed.get(topic, set())
+            untaken.extend((topic, n) for n in range(len(received)) if n in freed or n not in held)
+        return untaken
+
     def took(self, wait: str) -> bool:
         """Whether ``wait`` is a receive that took a message number in this pass."""
         return wait in self._taken

@@ -9,6 +9,7 @@ only producer of that batch; each store backend is its only reader.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,12 +117,28 @@ class Writes:
         self.ops.append(["start_child", run_id, workflow, started.decode()])
 
     def continue_as(
-        self, run_id: str, workflow: str, started: bytes, tags: bytes | None = None
+        self,
+        run_id: str,
+        workflow: str,
+        started: bytes,
+        tags: bytes | None = None,
+        messages: Sequence[bytes] = (),
     ) -> None:
         """Create the run ``run_id`` (once) that continues this one (continue_as_new): its
         workflow.started data, its tags (JSON), this run's session, which follows it;
-        enqueued, and linked both ways."""
-        self.ops.append(["continue", run_id, workflow, started.decode(), (tags or b"").decode()])
+        enqueued, and linked both ways. ``messages``: the message.received data of those
+        in this run's log that no receive kept, oldest first; they wait in the new run's
+        inbox, before the messages this run's inbox holds."""
+        self.ops.append(
+            [
+                "continue",
+                run_id,
+                workflow,
+                started.decode(),
+                (tags or b"").decode(),
+                [message.decode() for message in messages],
+            ]
+        )
 
     def receive(self, topic: str) -> None:
         """(In a suspension) take the run's oldest buffered message of ``topic`` into its

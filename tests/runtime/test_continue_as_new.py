@@ -5,6 +5,7 @@ Redis."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -18,13 +19,16 @@ from runtime import (
     continue_as_new,
     first,
     hook,
+    receive,
     sleep,
     step,
     step_hook,
 )
 from runtime import workflow as workflow_
 from runtime.ids import make_token
+from runtime.store.redis._executions import ExecutionStore
 from tests.apps import children_app  # noqa: F401  # parent_of_waiting_wf
+from tests.apps.messages_app import handle_message, handled
 from tests.helpers import finishes_with_a_child_of_its_own
 from tests.raw_redis import raw
 
@@ -166,3 +170,132 @@ async def test_a_run_id_used_again_starts_children_of_its_own(rt: Runtime) -> No
     await _expire(rt, parent)
     again = await rt.start("parent_of_waiting_wf", run_id="parent-1")
     await finishes_with_a_child_of_its_own(rt, worker, again, old_child)
+
+
+# -- messages across continue_as_new -------------------------------------------------------
+
+
+@workflow_(name="message_turns")
+async def message_turns(turn: int) -> Any:
+    """One message a turn, each turn a fresh run, until "end"."""
+    message = await receive("v")
+    if message == "end":
+        return turn
+    await handle_message(message)
+    continue_as_new(turn + 1)
+
+
+async def _last_run(rt: Runtime, run_id: str) -> str:
+    while (info := await rt.get_run(run_id)).continued_to is not None:
+        run_id = info.continued_to
+    return run_id
+
+
+async def test_messages_waiting_for_a_receive_go_on_to_the_successor(rt: Runtime) -> None:
+    """Three messages sent before the run's first pass: the run takes one and continues,
+    the two still in its inbox wait for its successor's receives. Before, they were
+    deleted with the old run's inbox (the send had returned: an acknowledged message lost)
+    and the successor waited for ever."""
+    handled.clear()
+    worker = Worker(rt)
+    run_id = await rt.start(message_turns, 0)
+    for message in ("m0", "m1", "end"):
+        await rt.send(run_id, "v", message)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 2
+    assert handled == ["m0", "m1"]
+
+
+async def test_a_message_sent_to_a_run_that_continued_reaches_its_successor(
+    rt: Runtime,
+) -> None:
+    """A sender that holds the conversation's first run id (a webhook, say) keeps using
+    it: the message goes to the run the chain has reached, as Runtime.wait follows it.
+    Before, the send raised RunFinished ("run already continued")."""
+    handled.clear()
+    worker = Worker(rt)
+    run_id = await rt.start(message_turns, 0)
+    await worker.drain()
+    for message in ("m0", "m1", "m2"):
+        await rt.send(run_id, "v", message)
+        await worker.drain()
+    assert handled == ["m0", "m1", "m2"]
+    assert (await rt.get_run(run_id)).status is RunStatus.CONTINUED
+    await rt.send(run_id, "v", "end")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 3
+    assert (await rt.get_run(await _last_run(rt, run_id))).status is RunStatus.COMPLETED
+
+
+async def _receive_and_wait() -> list[Any]:
+    return list(await asyncio.gather(receive("v"), hook("h1")))
+
+
+@workflow_(name="message_given_back_then_continued")
+async def message_given_back_then_continued(round_: int) -> Any:
+    if round_ == 1:
+        return await handle_message(await receive("v"))
+    # the receive takes m0 in the first pass, the branch then waits for h1 too; stop wins
+    # and the receive, which nothing went on from, gives m0 back to the run
+    await first(hook("stop"), _receive_and_wait())
+    continue_as_new(round_ + 1)
+
+
+async def test_a_message_given_back_by_a_losing_branch_goes_on_to_the_successor(
+    rt: Runtime,
+) -> None:
+    """A message in the run's log that no receive kept (a losing branch gave it back)
+    goes to the successor's receives. Before, it stayed in the old run's log, unread."""
+    handled.clear()
+    worker = Worker(rt)
+    run_id = await rt.start(message_given_back_then_continued, 0)
+    await worker.drain()
+    await rt.send(run_id, "v", "m0")
+    await worker.drain()
+    [stop] = [h for h in await rt.list_hooks(run_id=run_id) if h.name == "stop"]
+    await rt.resume_hook(stop.token, 1)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == "handled m0"
+    assert handled == ["m0"]
+
+
+@workflow_(name="message_arrives_as_it_continues")
+async def message_arrives_as_it_continues(round_: int) -> Any:
+    if round_ == 1:
+        return [await handle_message(await receive("v")) for _ in range(2)]
+    # suspended on both: the run waits for "v", so a message sent now goes to its log
+    which, _ = await first(receive("v"), hook("go"))
+    assert which == 1
+    continue_as_new(round_ + 1)
+
+
+async def test_a_message_that_arrives_as_the_run_continues_goes_on_to_the_successor(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run waits for "v" (so a send goes straight to its log); "go" is answered and
+    the pass continues as new; a message sent between the worker's read of the log and
+    its final write lands in the log behind it. It goes on to the successor, with the one
+    sent after. Before, it stayed in the ended run's log, unread."""
+    handled.clear()
+    original = ExecutionStore.apply
+    sent: list[str] = []
+
+    async def send_before_the_end(self: ExecutionStore, *args: Any, **kwargs: Any) -> Any:
+        finish = kwargs.get("finish")
+        if finish is not None and finish.status is RunStatus.CONTINUED and not sent:
+            sent.append("m0")
+            await rt.send(args[0], "v", "m0")
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExecutionStore, "apply", send_before_the_end)
+    worker = Worker(rt)
+    run_id = await rt.start(message_arrives_as_it_continues, 0)
+    await worker.drain()
+    [go] = [h for h in await rt.list_hooks(run_id=run_id) if h.name == "go"]
+    await rt.resume_hook(go.token, 1)
+    await worker.drain()
+    assert sent == ["m0"]
+    assert [e.type for e in await rt.events(run_id)].count("message.received") == 1
+    await rt.send(run_id, "v", "m1")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == ["handled m0", "handled m1"]

@@ -209,11 +209,28 @@ local function apply(ops)
       -- Race closed: a crash between ending this run and starting its successor (a
       -- conversation that silently stops) or a session left on the ended run: this script
       -- does all of it with the end of the run.
+      -- op[6]: the message.received data of the messages in this run's log that no
+      -- receive kept. They, then those that arrived in the log since this execution
+      -- read it, then this run's inbox, wait in the successor's inbox in that order (a
+      -- topic's messages reach the log only while its inbox holds none of that topic).
+      -- Race closed: messages whose sends were accepted ended, unread, with this run.
       local tags = op[5] ~= '' and op[5] or nil
       if create_run(keys.prefix, op[2], op[3], req.now, session, tags, 'continued_from',
           keys.run_id) then
         append_event(key_run(keys.prefix, op[2]), key_events(keys.prefix, op[2]),
           EVENT.workflow_started, op[4])
+        local handed_on = key_inbox(keys.prefix, op[2])
+        local function hand_on(data)
+          redis.call('XADD', handed_on, '*', 't', cjson.decode(data).topic, 'd', data)
+        end
+        for _, data in ipairs(op[6] or {}) do hand_on(data) end
+        for _, event in ipairs(arrived) do
+          if event[2][2] == EVENT.message_received then hand_on(event[2][4]) end
+        end
+        local inbox = key_inbox(keys.prefix, keys.run_id)
+        for _, entry in ipairs(redis.call('XRANGE', inbox, '-', '+')) do
+          redis.call('XADD', handed_on, '*', unpack(entry[2]))
+        end
         if session then
           local meta = key_session_meta(keys.prefix, session)
           if redis.call('HGET', meta, 'run') == keys.run_id then
