@@ -18,8 +18,9 @@ A program is a JSON tree:
 
 Its value is a tree of the same shape; the messages returned as they came are its leaves
 ``["raw", message]``. After the race the workflow hands each message the winner returned
-to ``handle_message``, then handles every further message until one says "end". It
-returns which won, how many messages the winner returned, how many came later.
+to ``handle_message``, then handles every further message until one says "end" (in
+fresh runs, with ``continues``: continue_as_new hands the run's unreceived messages on).
+It returns which won, how many messages the winner returned, how many came later.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime import STEP_HOOK_TIMEOUT, first, hook, receive, sleep, workflow
+from runtime import STEP_HOOK_TIMEOUT, continue_as_new, first, hook, receive, sleep, workflow
 from tests.apps.messages_app import handle_message
 
 END = "end"
@@ -81,13 +82,25 @@ def raw_messages(value: Any) -> list[Any]:
 
 
 @workflow(name="first_program")
-async def first_program(program: list[Any]) -> list[int]:
-    which, value = await first(hook("stop"), interpret(program))
-    kept = raw_messages(value) if which == 1 else []
-    for message in kept:
-        await handle_message(message)
-    later = 0
-    while (message := await receive("v")) != END:
+async def first_program(
+    program: list[Any], continues: int = 0, state: list[int] | None = None
+) -> list[int]:
+    """``continues``: when not 0, the run continues as new right after the race, then
+    after every ``continues`` messages handled; ``state``: what a continued run was
+    handed."""
+    if state is None:
+        which, value = await first(hook("stop"), interpret(program))
+        kept = raw_messages(value) if which == 1 else []
+        for message in kept:
+            await handle_message(message)
+        state = [which, len(kept), 0]
+        if continues:
+            continue_as_new(program, continues, state)
+    which, kept_count, later = state
+    while not continues or later < state[2] + continues:
+        message = await receive("v")
+        if message == END:
+            return [which, kept_count, later]
         await handle_message(message)
         later += 1
-    return [which, len(kept), later]
+    continue_as_new(program, continues, [which, kept_count, later])

@@ -100,6 +100,7 @@ class Scenario:
     workers: list[bool]
     rotation: int
     live: bool
+    continues: int = 0
 
 
 async def _play(url: str, scenario: Scenario) -> None:
@@ -116,7 +117,7 @@ async def _play(url: str, scenario: Scenario) -> None:
         async def pending() -> list[Any]:
             return sorted(await rt.list_hooks(run_id=run_id), key=lambda h: h.name)
 
-        run_id = await rt.start(first_program, scenario.program)
+        run_id = await rt.start(first_program, scenario.program, scenario.continues)
         await drain()
         async with contextlib.AsyncExitStack() as background:
             if scenario.live:
@@ -146,7 +147,9 @@ async def _play(url: str, scenario: Scenario) -> None:
                     await rt.resume_hook(hook.token, 1)
         await rt.send(run_id, "v", END)
         await drain()
-        info = await rt.get_run(run_id)
+        info, chain = await rt.get_run(run_id), 1
+        while info.continued_to is not None:
+            info, chain = await rt.get_run(info.continued_to), chain + 1
         assert info.status is RunStatus.COMPLETED, (
             f"the run did not end ({info.status.value}): a message was never received; "
             f"sent {sent}, handled {handled}"
@@ -156,6 +159,7 @@ async def _play(url: str, scenario: Scenario) -> None:
         event(f"won: {'stop' if which == 0 else 'the program'}")
         event(f"messages handled in the program: {len(sent) - returned - later}")
         event(f"messages given back: {later}")
+        event(f"runs in the chain: {chain if chain < 3 else '3 or more'}")
         kinds = [e.type for e in await rt.events(run_id)]
         fired = kinds.count(EventType.TIMER_FIRED) + kinds.count(EventType.HOOK_EXPIRED)
         event(f"timers fired and hooks expired: {fired if fired < 2 else '2 or more'}")
@@ -169,6 +173,7 @@ def scenarios(live: st.SearchStrategy[bool]) -> st.SearchStrategy[Scenario]:
         workers=st.lists(st.booleans(), min_size=1, max_size=6),
         rotation=st.integers(0, 5),
         live=live,
+        continues=st.sampled_from([0, 0, 1, 2]),
     )
 
 
