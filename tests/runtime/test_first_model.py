@@ -282,6 +282,20 @@ FOUND = [
         0,
         False,
     ),
+    # a message sent during the race waited in the inbox when the run continued as new;
+    # the run ended with it and the successor never received it (store/redis/lua/apply.lua,
+    # 'continue': the inbox goes on to the successor's)
+    Scenario(["hook", "h0", "short"], ["send"], [False], 0, False, continues=1),
+    # a message a losing branch's receive gave back was in the log, untaken, when the run
+    # continued as new: lost (engine/endings.py, _finish_continued hands it on)
+    Scenario(
+        ["spawn", [["recv", False, "short"], ["hook", "h0", "short"]]],
+        ["send", 3, 0],
+        [True],
+        0,
+        False,
+        continues=1,
+    ),
     # a step flushed while a decision's write was in flight and ran before it; the write
     # was refused (STALE) with the step's result, and only the task whose write met the
     # refusal unwound (engine/writer.py). Timing-dependent: about 1 run in 15 failed
