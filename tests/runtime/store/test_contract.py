@@ -390,9 +390,11 @@ async def test_sweep_forgets_idle_empty_consumers_and_never_a_pending_task(store
     assert await store.sweep_consumers(CONSUMER, 60_000) == 0  # none idle that long
     assert await store.sweep_consumers(CONSUMER, 50) >= 1  # the dead one, at least
     assert await store.sweep_consumers(CONSUMER, 50) == 0  # idempotent
-    # the holder's task is still pending, c1's too (a caller never sweeps itself)
-    reclaimed = {t.message_id for t in await store.reclaim("c2", 0)}
-    assert held.message_id in reclaimed
+    # the holder's task is still pending, c1's too (a caller never sweeps itself). Keyed
+    # by partition too: each partition's stream numbers its entries on its own, so two
+    # tasks added in the same millisecond in two partitions have the same message id.
+    reclaimed = {(t.partition, t.message_id) for t in await store.reclaim("c2", 0)}
+    assert (held.partition, held.message_id) in reclaimed
     assert len(reclaimed) == 2
 
 
