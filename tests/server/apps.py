@@ -75,3 +75,14 @@ async def srv_free() -> Any:
 async def srv_either() -> Any:
     """Two hooks, the first answered wins: the other is withdrawn."""
     return await first(hook("yes", prompt="Yes?"), hook("no", prompt="No?"))
+
+
+@step(name="review_document")
+async def review_document_step(document: str) -> Any:
+    return await step_hook("review", prompt=f"Review this document:\n\n{document}")
+
+
+@workflow(name="srv_review")
+async def srv_review(document: str) -> Any:
+    """A hook whose prompt is as long as the document under review (tens of KB)."""
+    return await review_document_step(document)
