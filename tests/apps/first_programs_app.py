@@ -10,6 +10,8 @@ A program is a JSON tree:
 - ``["hook", name]``: a hook's answer; ``["hook", name, "short"]``: the same with a
   timeout of ``SHORT`` (``["timeout"]`` when it expires);
 - ``["sleep"]``: a durable timer of ``SHORT``;
+- ``["child", name]``: a child run's result, the answer to its hook ``name`` (a child in a
+  losing branch is cancelled, its hook withdrawn);
 - ``["seq", [p, ...]]``: one after the other, in this task;
 - ``["gather", [p, ...]]``: each in a task of its own, gathered;
 - ``["first", [p, ...]]``: a nested first() of them;
@@ -28,7 +30,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime import STEP_HOOK_TIMEOUT, continue_as_new, first, hook, receive, sleep, workflow
+from runtime import (
+    STEP_HOOK_TIMEOUT,
+    child,
+    continue_as_new,
+    first,
+    hook,
+    receive,
+    sleep,
+    workflow,
+)
 from tests.apps.messages_app import handle_message
 
 END = "end"
@@ -57,6 +68,8 @@ async def interpret(program: list[Any]) -> Any:
     if kind == "sleep":
         await sleep(SHORT)
         return None
+    if kind == "child":
+        return await child(first_program_child, program[1])
     if kind == "seq":
         return [await interpret(part) for part in program[1]]
     if kind == "gather":
@@ -79,6 +92,11 @@ def raw_messages(value: Any) -> list[Any]:
             return [value[1]]
         return [message for part in value for message in raw_messages(part)]
     return []
+
+
+@workflow(name="first_program_child")
+async def first_program_child(name: str) -> Any:
+    return await hook(name)
 
 
 @workflow(name="first_program")

@@ -3,14 +3,14 @@ handled exactly once, whatever the program raced against "stop", the order in wh
 messages and answers arrive, and which worker (one resuming from its replay cache, one
 replaying the whole log) executes each resume.
 
-The programs (tests/apps/first_programs_app.py) nest receives, hooks, timers, sequences,
-gathers, first()s and tasks awaited later; timers, and some receives' and hooks' timeouts,
-are short enough to fire while the test plays. A message a receive took is either handed
-to a step at once, or returned as it came, and then only where nothing runs after it in
-its task or any task that reads it: so when its branch loses, nothing used it and first()
-must give it back (to the run's later receives); when its branch wins, the workflow
-handles it. A message handled twice, or one that no receive ever gets (the run then never
-ends), fails the test.
+The programs (tests/apps/first_programs_app.py) nest receives, hooks, timers, child runs,
+sequences, gathers, first()s and tasks awaited later; timers, and some receives' and
+hooks' timeouts, are short enough to fire while the test plays. A message a receive took
+is either handed to a step at once, or returned as it came, and then only where nothing
+runs after it in its task or any task that reads it: so when its branch loses, nothing
+used it and first() must give it back (to the run's later receives); when its branch
+wins, the workflow handles it. A message handled twice, or one that no receive ever gets
+(the run then never ends), fails the test.
 
 The examples are derandomized (the same ones on every run) unless ``PARLEY_FUZZ_SEED`` is
 set; ``PARLEY_FUZZ_EXAMPLES`` sets how many (with a seed: to search for new failures).
@@ -50,9 +50,13 @@ def _program(draw: st.DrawFn, may_return_raw: bool, depth: int) -> list[Any]:
     in its task, or a task reading it, runs after it)."""
     leaf = depth >= MAX_DEPTH or draw(st.booleans())
     if leaf:
-        kind = draw(st.sampled_from(["hook", "hook", "hook", "recv", "recv", "recv", "sleep"]))
+        kind = draw(
+            st.sampled_from(["hook", "hook", "hook", "recv", "recv", "recv", "sleep", "child"])
+        )
         if kind == "sleep":
             return ["sleep"]
+        if kind == "child":  # its hook named once the whole program is drawn
+            return ["child", ""]
         if kind == "hook":  # named once the whole program is drawn
             return ["hook", ""] if draw(st.integers(0, 2)) else ["hook", "", "short"]
         handled_at_once = True if not may_return_raw else draw(st.booleans())
@@ -69,9 +73,9 @@ def _program(draw: st.DrawFn, may_return_raw: bool, depth: int) -> list[Any]:
 
 
 def _name_hooks(program: list[Any], names: list[str]) -> list[Any]:
-    if program[0] == "hook":
+    if program[0] in ("hook", "child"):
         names.append(f"h{len(names)}")
-        return ["hook", names[-1], *program[2:]]
+        return [program[0], names[-1], *program[2:]]
     if program[0] in ("recv", "sleep"):
         return program
     return [program[0], [_name_hooks(part, names) for part in program[1]]]
@@ -115,7 +119,8 @@ async def _play(url: str, scenario: Scenario) -> None:
             await (cached if next(turns) else full).drain()
 
         async def pending() -> list[Any]:
-            return sorted(await rt.list_hooks(run_id=run_id), key=lambda h: h.name)
+            # the run's hooks and its children's: the store holds this scenario's alone
+            return sorted(await rt.list_hooks(), key=lambda h: h.name)
 
         run_id = await rt.start(first_program, scenario.program, scenario.continues)
         await drain()
@@ -160,6 +165,8 @@ async def _play(url: str, scenario: Scenario) -> None:
         event(f"messages handled in the program: {len(sent) - returned - later}")
         event(f"messages given back: {later}")
         event(f"runs in the chain: {chain if chain < 3 else '3 or more'}")
+        children = len((await rt.get_run(run_id)).child_run_ids)
+        event(f"child runs started: {children if children < 2 else '2 or more'}")
         kinds = [e.type for e in await rt.events(run_id)]
         fired = kinds.count(EventType.TIMER_FIRED) + kinds.count(EventType.HOOK_EXPIRED)
         event(f"timers fired and hooks expired: {fired if fired < 2 else '2 or more'}")
