@@ -65,6 +65,7 @@ CONCURRENT = {
         "--idle-seconds", "1", module="bench.instructions",
     ),
     "segments": _command("--sizes", "1", "3", "--runs", "6", module="bench.segments"),
+    "floor": _command("--runs", "200", "--repeats", "2", module="bench.floor"),
     "report": _command(
         "--quick", "--runs", "20", "--warmup", "5", "--probe", "3", "--idle-window", "0.2",
         "--ceiling-scripts", "2000", "--round-points", "1", "3", "--samples", "2",
@@ -188,6 +189,19 @@ def test_ceiling_mode(launched: Launched) -> None:
     assert result["ceiling"]["scripts_per_s"] > 0
     assert result["ceiling"]["lifecycles_per_s"] > 0
     assert "ceiling" in table
+
+
+def test_floor_makes_every_call_of_both_shapes_once(launched: Launched) -> None:
+    result, table = _finished(launched, "floor")
+    assert result["problems"] == []
+    for shape in ("tasks", "batch"):
+        assert len(result["samples"][shape]) == 2
+        for sample in result["samples"][shape]:
+            # 200 measured + 200 warm-up lifecycles of 5 calls each, every one run once
+            assert sample["calls"] == sample["calls_expected"] == 400 * 5
+            assert sample["cpu_us_per_lifecycle"] > 0
+        assert result["median"][shape]["lifecycles_per_s"] > 0
+        assert f"{shape}: CPU µs per lifecycle, this process" in table
 
 
 def test_segments_mode_prints_a_finished_runs_bytes_by_segment_size(launched: Launched) -> None:
