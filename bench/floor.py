@@ -18,8 +18,8 @@ records, no compaction. Two shapes:
   batch in one round trip; no task, future or timeout per run.
 
 Printed per shape, median of ``--repeats``: lifecycles/s, CPU µs per lifecycle of this
-process and of redis-server. ``tasks`` less a worker's figure in ``bench.hitl`` is what the
-engine costs; ``tasks`` less ``batch`` bounds what batching the transport can save. The
+process and of redis-server. A worker's figure in ``bench.hitl`` less ``tasks`` is what
+the engine costs; ``tasks`` less ``batch`` bounds what batching the transport can save. The
 two figures are the floor a redesign of the worker starts from (issue 14, item 1).
 """
 
@@ -60,8 +60,8 @@ SHAPES = ("tasks", "batch")
 FIGURES = ("lifecycles_per_s", "cpu_us_per_lifecycle", "redis_cpu_us_per_lifecycle")
 
 
-def _keys(run: int) -> list[str]:
-    return [f"bench:floor:run:{run}", f"bench:floor:active:{run % 16}", "bench:floor:n"]
+def _keys(index: int) -> list[str]:
+    return [f"bench:floor:run:{index}", f"bench:floor:active:{index % 16}", "bench:floor:n"]
 
 
 def _args(payload: int, reply: int) -> list[bytes | str]:
@@ -71,14 +71,14 @@ def _args(payload: int, reply: int) -> list[bytes | str]:
 async def _tasks(script: Script, n: int, concurrency: int) -> None:
     """One task per execution, each call awaited through the batcher."""
 
-    async def execution(run: int, calls: Sequence[tuple[str, int, int]]) -> None:
-        keys = _keys(run)
+    async def execution(index: int, calls: Sequence[tuple[str, int, int]]) -> None:
+        keys = _keys(index)
         for _name, payload, reply in calls:
             await script(keys=keys, args=_args(payload, reply))
 
-    async def lifecycle(run: int) -> None:
-        await asyncio.create_task(execution(run, START))
-        await asyncio.create_task(execution(run, RESUME))
+    async def lifecycle(index: int) -> None:
+        await asyncio.create_task(execution(index, START))
+        await asyncio.create_task(execution(index, RESUME))
 
     await bounded(range(n), lifecycle, concurrency)
 
@@ -100,8 +100,9 @@ async def _batch(script: Script, batcher: Batcher, n: int, concurrency: int) -> 
 
 async def _forget(client: aioredis.Redis) -> None:
     """The floor's keys only: with ``--redis`` the server may hold other data."""
-    async for key in client.scan_iter(match="bench:floor:*", count=1000):
-        await client.delete(key)
+    found = [key async for key in client.scan_iter(match="bench:floor:*", count=1000)]
+    for first in range(0, len(found), 1000):
+        await client.delete(*found[first : first + 1000])
 
 
 async def _redis_cpu_s(client: aioredis.Redis) -> float:
@@ -137,6 +138,7 @@ async def run_floor(args: argparse.Namespace) -> dict[str, Any]:
             batcher = Batcher(client, pipelined=True)
             script = Script(batcher, SOURCE)
             await client.script_load(SOURCE)
+            await _forget(client)  # a --redis server may keep an interrupted run's keys
             bodies: dict[str, Callable[[int], Awaitable[None]]] = {
                 "tasks": lambda n: _tasks(script, n, args.concurrency),
                 "batch": lambda n: _batch(script, batcher, n, args.concurrency),
