@@ -30,6 +30,7 @@ class DemoProcess:
             prefix="parley-demo-", suffix=".log"
         )
         self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
         self.start()
 
     def start(self) -> None:
@@ -40,10 +41,17 @@ class DemoProcess:
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
         )
+        self.starts += 1
         deadline = time.monotonic() + 30
         while True:
+            # A 200 alone may come from another test's server that took the port while this
+            # demo was stopped (the suite runs in parallel); uvicorn's banner, once per start,
+            # says that this process is the one listening.
             try:
-                if httpx.get(self.url + "/healthz").status_code == 200:
+                if (
+                    httpx.get(self.url + "/healthz").status_code == 200
+                    and self.log().count("Uvicorn running on") >= self.starts
+                ):
                     return
             except httpx.TransportError:
                 pass
