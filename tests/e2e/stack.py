@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import redis
 
-from tests.processes import PARTITIONS, ROOT, WorkerProcess
+from tests.processes import PARTITIONS, ROOT, WorkerProcess, listens_on
 
 API_KEY = "e2e-key-7f3a9c"
 APP = "examples.support_agent"
@@ -106,7 +106,11 @@ class Stack:
             if self.server.poll() is not None:
                 break
             try:
-                if self.http.get("/healthz").status_code == 200:
+                # (the 200 could be another test's server that took the port while this
+                # one was stopped: it counts only from the process this stack started)
+                if self.http.get("/healthz").status_code == 200 and listens_on(
+                    self.server.pid, self.port
+                ):
                     return
             except httpx.TransportError:
                 pass
