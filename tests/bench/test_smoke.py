@@ -66,6 +66,10 @@ CONCURRENT = {
     ),
     "segments": _command("--sizes", "1", "3", "--runs", "6", module="bench.segments"),
     "floor": _command("--runs", "200", "--repeats", "2", module="bench.floor"),
+    "engine": _command(
+        "--runs", "200", "--warmup", "20", "--repeats", "2", "--instructions", "50",
+        module="bench.engine",
+    ),
     "report": _command(
         "--quick", "--runs", "20", "--warmup", "5", "--probe", "3", "--idle-window", "0.2",
         "--ceiling-scripts", "2000", "--round-points", "1", "3", "--samples", "2",
@@ -202,6 +206,17 @@ def test_floor_makes_every_call_of_both_shapes_once(launched: Launched) -> None:
             assert sample["cpu_us_per_lifecycle"] > 0
         assert result["median"][shape]["lifecycles_per_s"] > 0
         assert f"{shape}: CPU µs per lifecycle, this process" in table
+
+
+def test_engine_floor_replays_the_recorded_lifecycle_and_counts_it(launched: Launched) -> None:
+    result, table = _finished(launched, "engine")
+    # a start (claim, checkpoint with the hook, suspension) and a resume (claim, completion),
+    # every replayed lifecycle checked against it (the bench stops on a call out of order)
+    assert result["calls_per_lifecycle"] == ["claim", "apply", "apply", "claim", "apply"]
+    assert len(result["cpu_us_samples"]) == 2
+    assert result["cpu_us_per_lifecycle"] > 0
+    assert result["instructions_per_lifecycle"] > 0
+    assert "engine CPU µs per lifecycle" in table
 
 
 def test_segments_mode_prints_a_finished_runs_bytes_by_segment_size(launched: Launched) -> None:
