@@ -7,7 +7,7 @@ with n events costs O(n) once, not O(n) per primitive call.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..models import LOG_SCOPED, LOG_TAKES, Event, EventType
@@ -37,58 +37,94 @@ class Call:
         return f"{text} (arguments {self.digest})" if self.digest else text
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ReplayIndex:
     """What a run's log says so far, by what a primitive looks up: step results and
     failures, hooks created/answered/expired, timers scheduled/fired, recorded
     suspensions. Built once per execution; the execution's own writes are added as they
     are buffered, so replay sees them at once."""
 
-    args: list[Any] = field(default_factory=list)
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    tags: dict[str, str] = field(default_factory=dict)  # the run's tags, as of this point
-    completed: dict[str, Any] = field(default_factory=dict)  # step id -> result
-    failures: dict[str, list[StepFailure]] = field(default_factory=dict)
-    started: set[tuple[str, int]] = field(default_factory=set)  # (step id, attempt)
-    hooks_created: dict[str, dict[str, Any]] = field(default_factory=dict)
-    received: dict[str, Any] = field(default_factory=dict)  # hook id -> payload
-    expired: set[str] = field(default_factory=set)
-    suspended_on: set[str] = field(default_factory=set)  # waits whose suspension is recorded
-    timers: dict[str, int] = field(default_factory=dict)  # timer id -> due ms
-    fired: set[str] = field(default_factory=set)
+    args: list[Any]
+    kwargs: dict[str, Any]
+    tags: dict[str, str]  # the run's tags, as of this point
+    completed: dict[str, Any]  # step id -> result
+    failures: dict[str, list[StepFailure]]
+    started: set[tuple[str, int]]  # (step id, attempt)
+    hooks_created: dict[str, dict[str, Any]]
+    received: dict[str, Any]  # hook id -> payload
+    expired: set[str]
+    suspended_on: set[str]  # waits whose suspension is recorded
+    timers: dict[str, int]  # timer id -> due ms
+    fired: set[str]
     # The workflow body's durable calls by position (see Execution.check_call).
-    calls: dict[Position, Call] = field(default_factory=dict)
-    step_waits: dict[str, str] = field(default_factory=dict)  # step id -> its last wait
-    patches: set[tuple[str, str | None]] = field(default_factory=set)  # (patch, step id)
+    calls: dict[Position, Call]
+    step_waits: dict[str, str]  # step id -> its last wait
+    patches: set[tuple[str, str | None]]  # (patch, step id)
     # the patch ids the code that began each step knew (step.started)
-    step_patches: dict[str, frozenset[str]] = field(default_factory=dict)
+    step_patches: dict[str, frozenset[str]]
     # When each answer, expiry or timer came (its event id: their order decides a first()).
-    completed_at: dict[str, tuple[int, int]] = field(default_factory=dict)
+    completed_at: dict[str, tuple[int, int]]
     # When each step's result was recorded (its event id): a first()'s branch that ran it
     # finished no earlier (engine/tracks.py)
-    step_ends: dict[str, str] = field(default_factory=dict)
-    firsts: dict[Position, int] = field(default_factory=dict)  # first() position -> winner
-    closed: set[str] = field(default_factory=set)  # waits a first() withdrew
+    step_ends: dict[str, str]
+    firsts: dict[Position, int]  # first() position -> winner
+    closed: set[str]  # waits a first() withdrew
     # receives a first() withdrew that take no message (decisions since 2026-12-02; before,
     # a withdrawn receive kept the next message of its topic, and replays of those logs
     # must still see what their runs saw)
-    untaken: set[str] = field(default_factory=set)
-    messages: dict[str, list[Any]] = field(default_factory=dict)  # topic -> payloads
+    untaken: set[str]
+    messages: dict[str, list[Any]]  # topic -> payloads
     # The messages receives took, as the log recorded it (message.taken; runs of
     # LOG_TAKES): receive -> (topic, message number), and topic -> the numbers so taken
-    assigned: dict[str, tuple[str, int]] = field(default_factory=dict)
-    assigned_of: dict[str, set[int]] = field(default_factory=dict)
+    assigned: dict[str, tuple[str, int]]
+    assigned_of: dict[str, set[int]]
     # topic -> when each of its messages came (event id), None where undated: a receive's
     # message can win a first() over a timeout that came later
-    message_at: dict[str, list[tuple[int, int] | None]] = field(default_factory=dict)
-    children: dict[Position, str] = field(default_factory=dict)  # child() position -> run id
-    child_ends: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> end
+    message_at: dict[str, list[tuple[int, int] | None]]
+    children: dict[Position, str]  # child() position -> run id
+    child_ends: dict[str, dict[str, Any]]  # run id -> end
     # The id of the run's workflow.started: this incarnation of the run id (an id is free
     # again once its run expired), which the ids of its children and successor derive from.
-    origin: str = ""
+    origin: str
     # How the log was recorded, as its workflow.started says (models.LOG_FORMAT; 0 for
     # runs started before 2026-12-02)
-    log_format: int = 0
+    log_format: int
+
+    def __init__(self) -> None:
+        # Written out, not generated: one index is made per execution that is not a cached
+        # resume, and the generated __init__ tests each of its 29 arguments against its
+        # default (~500 of the engine's ~7,800 bytecodes per lifecycle; bench.engine's
+        # instructions per lifecycle 762k -> 754k). tests/runtime/engine/test_replay.py
+        # reads every slot of a new index: a field left out here fails it.
+        self.args = []
+        self.kwargs = {}
+        self.tags = {}
+        self.completed = {}
+        self.failures = {}
+        self.started = set()
+        self.hooks_created = {}
+        self.received = {}
+        self.expired = set()
+        self.suspended_on = set()
+        self.timers = {}
+        self.fired = set()
+        self.calls = {}
+        self.step_waits = {}
+        self.patches = set()
+        self.step_patches = {}
+        self.completed_at = {}
+        self.step_ends = {}
+        self.firsts = {}
+        self.closed = set()
+        self.untaken = set()
+        self.messages = {}
+        self.assigned = {}
+        self.assigned_of = {}
+        self.message_at = {}
+        self.children = {}
+        self.child_ends = {}
+        self.origin = ""
+        self.log_format = 0
 
     @property
     def scoped(self) -> bool:
