@@ -28,6 +28,7 @@ for the measured lifecycles only): the figure to compare trees by, as in
 from __future__ import annotations
 
 import argparse
+import gc
 import shutil
 import statistics
 import subprocess
@@ -43,6 +44,7 @@ import orjson
 
 from runtime import Runtime
 from runtime._loop import run
+from runtime.cli.worker import YOUNG_COLLECTION_EVERY
 from runtime.store import Task
 from runtime.store.redis import RedisStore
 from runtime.store.redis._batch import Arg, Packed
@@ -201,6 +203,9 @@ async def measure(runs: int, warmup: int, repeats: int, *, ready: Any = None) ->
     finally:
         server.stop()  # nothing below talks to Redis
     floor = Floor(rt.store, consumer, recording)  # type: ignore[arg-type]
+    # the collector as a worker process sets it (runtime/cli/worker.py)
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
     await floor.lifecycles(warmup)
     floor.check()
     result: dict[str, Any] = {
