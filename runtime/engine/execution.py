@@ -315,6 +315,7 @@ class Execution(Endings):
         # records its result, and nothing of the run goes on after it.
         track_tasks(asyncio.get_running_loop(), _adopt, _scope_task)
         while True:
+            again = False  # the suspension was refused: another pass
             self.scope = CallScope()
             self.waiting.clear()
             self.receiving.clear()
@@ -340,7 +341,7 @@ class Execution(Endings):
                 if arrived is None:
                     return
                 self.index.add_all(arrived)
-                continue
+                again = True
             except (Abort, ReplayEnded):
                 raise
             except ContinueAsNew as signal:
@@ -362,6 +363,8 @@ class Execution(Endings):
             finally:
                 current_scope.reset(scope_token)
                 current_execution.reset(token)
+            if again:  # (not a `continue` in the try: mypyc cannot compile one)
+                continue
             await self._finish_completed(result)
             return
 

@@ -78,6 +78,7 @@ async def call_step(
         else:
             _faults.crash_point("before_step_reexecute")
         scope = StepScope(step_id, options.name)
+        retry = False
         token = current_step.set(scope)
         try:
             if tracing.enabled():
@@ -97,9 +98,11 @@ async def call_step(
                 # abandoned like any write's in an outage, and runs again after it.
                 raise Abort(unavailable) from exc
             attempt = await _record_failure(execution, options, step_id, attempt, exc)
-            continue
+            retry = True
         finally:
             current_step.reset(token)
+        if retry:  # (not a `continue` in the try: mypyc cannot compile one, bench.compiled)
+            continue
         check_step_waits(execution, scope)
         encoded = encode_value(
             result,

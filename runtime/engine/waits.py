@@ -6,7 +6,7 @@ replayed from the index, what is recorded, and when the run suspends. The public
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from .. import _faults
 from .._codec import due_ms, dumps, encode_value
@@ -32,7 +32,7 @@ class _StepHookTimeout:
     """The value ``hook``/``step_hook`` return when their deadline passed and
     ``on_timeout="return"``. Compare with ``is``."""
 
-    _instance: _StepHookTimeout | None = None
+    _instance: ClassVar[_StepHookTimeout | None] = None
 
     def __new__(cls) -> _StepHookTimeout:
         if cls._instance is None:
