@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
+from bench.compiled import check_compiled
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
@@ -69,6 +71,12 @@ CONCURRENT = {
     "engine": _command(
         "--runs", "200", "--warmup", "20", "--repeats", "2", "--instructions", "50",
         module="bench.engine",
+    ),
+    # one module compiled (the whole list takes a minute of CPU): the build, the check
+    # that the copy imports it compiled, and both trees' figures
+    "compiled": _command(
+        "--modules", "runtime/engine/replay.py", "--runs", "100", "--repeats", "1",
+        "--instructions", "20", module="bench.compiled",
     ),
     "report": _command(
         "--quick", "--runs", "20", "--warmup", "5", "--probe", "3", "--idle-window", "0.2",
@@ -217,6 +225,25 @@ def test_engine_floor_replays_the_recorded_lifecycle_and_counts_it(launched: Lau
     assert result["cpu_us_per_lifecycle"] > 0
     assert result["instructions_per_lifecycle"] > 0
     assert "engine CPU µs per lifecycle" in table
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="mypyc needs a C compiler")
+def test_compiled_mode_measures_both_trees(launched: Launched) -> None:
+    result, table = _finished(launched, "compiled")
+    assert result["modules"] == ["runtime/engine/replay.py"]
+    for tree in ("python", "compiled"):
+        assert result[tree]["engine_cpu_us_per_lifecycle"] > 0
+        assert result[tree]["engine_instructions_per_lifecycle"] > 0
+    assert "1 modules compiled with mypyc" in table
+
+
+def test_compiled_tree_check_refuses_modules_left_as_source(tmp_path: Path) -> None:
+    """The check that makes the compiled figures the compiled code's: a copy whose module
+    was not compiled is refused."""
+    shutil.copytree(ROOT / "runtime", tmp_path / "runtime")
+    refused = r"runtime\.engine\.replay is imported from .*/replay\.py, not compiled"
+    with pytest.raises(SystemExit, match=refused):
+        check_compiled(tmp_path, ["runtime/engine/replay.py"])
 
 
 def test_segments_mode_prints_a_finished_runs_bytes_by_segment_size(launched: Launched) -> None:
