@@ -40,6 +40,8 @@ from typing import Any
 
 import orjson
 
+from .summary import workers_cpu_us
+
 ROOT = Path(__file__).resolve().parent.parent
 
 MODULES: tuple[str, ...] = (
@@ -112,7 +114,7 @@ def _json_of(cmd: list[str], tree: Path, timeout: float) -> dict[str, Any]:
 
 
 def measure(
-    tree: Path, *, runs: int, repeats: int, instructions: int, worker: bool, hitl: int = 0
+    tree: Path, *, runs: int, repeats: int, instructions: int, worker: bool, hitl: int
 ) -> dict[str, dict[str, Any]]:
     """The benches in this checkout ("python") and in the compiled ``tree`` ("compiled")."""
     trees = {"python": ROOT, "compiled": tree}
@@ -144,10 +146,7 @@ def measure(
                 900,
             )["worker_instructions_per_lifecycle_less_idle"]
         if hitl:
-            workers_us = [
-                sum(us for who, us in r["cpu_us_per_lifecycle"].items() if who.startswith("worker"))
-                for r in hitl_runs[name]
-            ]
+            workers_us = [workers_cpu_us(r["cpu_us_per_lifecycle"]) for r in hitl_runs[name]]
             figures["hitl_workers_cpu_us_per_lifecycle"] = statistics.median(workers_us)
             figures["hitl_workers_cpu_us_samples"] = workers_us
             figures["hitl_lifecycles_per_s"] = statistics.median(

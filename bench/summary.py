@@ -357,8 +357,13 @@ TOTAL_US_TARGET = 800
 TWO_WORKER_RATE_TARGET = 2500
 
 
+def workers_cpu_us(cpu: dict[str, int]) -> int:
+    """The workers' part of a run's CPU µs per lifecycle (its ``worker0``, ``worker1``...)."""
+    return sum(us for label, us in cpu.items() if label.startswith("worker"))
+
+
 def item_1_rows(cpu: dict[str, int], redis_cpu: int, e2e: float, workers: int) -> list[Row]:
-    workers_us = sum(us for label, us in cpu.items() if label.startswith("worker"))
+    workers_us = workers_cpu_us(cpu)
     total_us = sum(cpu.values())
     rows: list[Row] = [
         (
