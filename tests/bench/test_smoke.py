@@ -234,7 +234,10 @@ def test_compiled_mode_measures_both_trees(launched: Launched) -> None:
     for tree in ("python", "compiled"):
         assert result[tree]["engine_cpu_us_per_lifecycle"] > 0
         assert result[tree]["engine_instructions_per_lifecycle"] > 0
+        assert set(result[tree]["exception_probe"]) == {"outlives_except", "raised_again"}
+    assert result["python"]["exception_probe"]["raised_again"] is False
     assert "1 modules compiled with mypyc" in table
+    assert "python tree: exceptions keep Python's semantics" in table
 
 
 def test_compiled_tree_check_refuses_modules_left_as_source(tmp_path: Path) -> None:
