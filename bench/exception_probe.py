@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
+import orjson
+
 
 class Handled(Exception):
     """Raised and caught inside :func:`catches_through_an_awaiting_finally`."""
@@ -52,8 +54,6 @@ async def probe() -> dict[str, bool]:
 
 
 def main() -> None:
-    import orjson
-
     sys.stdout.write(orjson.dumps(asyncio.run(probe())).decode() + "\n")
 
 
