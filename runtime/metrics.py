@@ -4,11 +4,17 @@ counters every process can read from the store (``Runtime.stats``)."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from .client import Runtime
@@ -67,6 +73,50 @@ class StoreCollector(Collector):
         )
 
 
+class ExecutionCollector(Collector):
+    """Executions by outcome and the resume latency: counted in plain ints on the worker's
+    hot path and exposed as a counter and a histogram when scraped. prometheus_client's
+    instruments take a lock and make a few Python calls per update: 13k instructions per
+    HITL lifecycle (two executions, one latency), ~2 % of the engine's (bench.engine).
+    Read from the exposition thread too: each figure is copied in one step under the GIL,
+    so a scrape may see a latency's count before its sum, never a torn number."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, int] = {}
+        self._bounds = _LATENCY_BUCKETS
+        self._latency_counts = [0] * (len(_LATENCY_BUCKETS) + 1)  # the last: above them all
+        self._latency_sum = 0.0
+
+    def executed(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def resumed(self, seconds: float) -> None:
+        # (a bucket counts the values at most its bound, as Prometheus' `le` does)
+        self._latency_counts[bisect.bisect_left(self._bounds, seconds)] += 1
+        self._latency_sum += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        executions = CounterMetricFamily(
+            "parley_executions",
+            "Executions of runs by this process, by outcome",
+            labels=["outcome"],
+        )
+        for outcome, count in dict(self.outcomes).items():
+            executions.add_metric([outcome], count)
+        yield executions
+        counts, total, cumulative = list(self._latency_counts), self._latency_sum, 0
+        buckets = []
+        for bound, count in zip((*map(str, self._bounds), "+Inf"), counts, strict=True):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        yield HistogramMetricFamily(
+            "parley_resume_latency_seconds",
+            "From an answer/expiry/timer event to the end of the execution it woke",
+            buckets=buckets,
+            sum_value=total,
+        )
+
+
 class Metrics:
     """The instruments of one process, on their own registry."""
 
@@ -74,19 +124,11 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.store = StoreCollector()
         self.registry.register(self.store)
-        self.executions = Counter(
-            "parley_executions",
-            "Executions of runs by this process, by outcome",
-            ["outcome"],
-            registry=self.registry,
-        )
-        self._executed: dict[str, Counter] = {}
-        self.resume_latency = Histogram(
-            "parley_resume_latency_seconds",
-            "From an answer/expiry/timer event to the end of the execution it woke",
-            buckets=_LATENCY_BUCKETS,
-            registry=self.registry,
-        )
+        self.executions = ExecutionCollector()
+        self.registry.register(self.executions)
+        # (the hot path's own calls: one attribute lookup fewer each)
+        self.executed = self.executions.executed
+        self.resumed = self.executions.resumed
         self.deadline_lateness = Histogram(
             "parley_deadline_lateness_seconds",
             "How late deadlines fired after they were due",
@@ -139,14 +181,6 @@ class Metrics:
             "Executions abandoned because another worker or a cancel took the run",
             registry=self.registry,
         )
-
-    def executed(self, outcome: str) -> None:
-        """Count one execution by its outcome. The labelled child is looked up once per
-        outcome: ``labels()`` on every execution cost more than the count itself."""
-        child = self._executed.get(outcome)
-        if child is None:
-            child = self._executed[outcome] = self.executions.labels(outcome)
-        child.inc()
 
     async def render(self, runtime: Runtime) -> bytes:
         """The exposition text, with store-wide figures fresh from Redis."""

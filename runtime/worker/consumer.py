@@ -323,7 +323,7 @@ class TaskConsumer:
             self.metrics.executed(execution.outcome)
             if execution.woken_at_ms is not None:
                 waited_ms = execution.now_ms() - execution.woken_at_ms
-                self.metrics.resume_latency.observe(waited_ms / 1000)
+                self.metrics.resumed(waited_ms / 1000)
             log.debug("execution ended: %s", execution.outcome, extra=ctx)
         except Abort as abort:
             if isinstance(abort.error, LeaseLost):
