@@ -286,11 +286,12 @@ class ExecutionStore(CompactionStore):
         # its children the script ended: with it, or because they lost a first()
         for child in reply[3]:
             self._compact_later(_decode.text(child))
+        arrived = reply[2]  # (most writes: none)
         return Applied(
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
             last_id=reply[1].decode() or None,
-            arrived=_decode.events(reply[2]),
-            arrived_bytes=_decode.data_bytes(reply[2]),
+            arrived=_decode.events(arrived) if arrived else [],
+            arrived_bytes=_decode.data_bytes(arrived) if arrived else 0,
         )
 
     async def heartbeat(
@@ -372,8 +373,12 @@ def _claim_constants(consumer: str, lease_ms: int, version: str, serves: tuple[s
 
 def _ops(ops: list[Op]) -> list[Op]:
     """The writes as the APPLY script reads them (see ``lua/apply.lua``): every op is in
-    that form already but a hook's, whose record is encoded here."""
-    return [op if op[0] != "hook" else _hook_op(op[1]) for op in ops]
+    that form already but a hook's, whose record is encoded here (the list itself when it
+    has none: most writes)."""
+    for op in ops:
+        if op[0] == "hook":
+            return [op if op[0] != "hook" else _hook_op(op[1]) for op in ops]
+    return ops
 
 
 def _hook_op(hook: HookSpec) -> list[str]:
