@@ -225,7 +225,7 @@ class Execution(Endings):
 
     async def _settle_children(self) -> None:
         """Wait for every task the workflow started (a step in flight records its result)."""
-        while pending := [t for t in self.children if not t.done()]:
+        while self.children and (pending := [t for t in self.children if not t.done()]):
             await asyncio.wait(pending)
 
     def suspend_on(self, wait: str, step_id: str | None = None) -> Suspend:

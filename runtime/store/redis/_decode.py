@@ -33,14 +33,26 @@ def events(entries: list[Any]) -> list[Event]:
     return out
 
 
-def data_bytes(entries: list[Any]) -> int:
-    """The bytes of the events' data in a script's reply of a run's log entries (each
-    ``[id, [b"t", type, b"d", data]]``)."""
-    return sum(len(fields[3]) for _, fields in entries)
+def script_events(entries: list[Any]) -> tuple[list[Event], int]:
+    """The events of a script's reply of a run's log entries (each ``[id, [b"t", type,
+    b"d", data]]``) and the bytes of their data, in one pass: a claim's and a write's."""
+    out = []
+    size = 0
+    for entry_id, fields in entries:
+        if len(fields) == 4 and fields[0] == b"t":  # in the order XADD wrote them
+            kind, data = fields[1], fields[3]
+        else:
+            mapping = {text(fields[i]): fields[i + 1] for i in range(0, len(fields), 2)}
+            kind, data = mapping["t"], mapping["d"]
+        size += len(data)
+        out.append(Event(entry_id.decode(), kind.decode(), loads(data)))
+    return out, size
 
 
 def flat_hash(flat: list[bytes]) -> dict[str, bytes]:
     """A hash returned by HGETALL inside a script (a flat list of fields and values)."""
+    if not flat:
+        return {}
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
 
 

@@ -220,13 +220,14 @@ class ExecutionStore(CompactionStore):
         fence, workflow, session, entries, checkpoints, parent, mode, count, gen, first = reply[
             1:11
         ]
+        events, size = _decode.script_events(entries)
         return Claim(
             ClaimStatus.OK,
             fence=fence.decode(),
             workflow=workflow.decode(),
             session=session.decode() or None,
-            events=_decode.events(entries),
-            data_bytes=_decode.data_bytes(entries),
+            events=events,
+            data_bytes=size,
             checkpoints=_decode.flat_hash(checkpoints),
             parent=parent.decode() or None,
             now_ms=now,
@@ -286,12 +287,12 @@ class ExecutionStore(CompactionStore):
         # its children the script ended: with it, or because they lost a first()
         for child in reply[3]:
             self._compact_later(_decode.text(child))
-        arrived = reply[2]  # (most writes: none)
+        arrived, size = _decode.script_events(reply[2]) if reply[2] else ([], 0)
         return Applied(
             ApplyOutcome.REFUSED if kind == b"refused" else ApplyOutcome.OK,
             last_id=reply[1].decode() or None,
-            arrived=_decode.events(arrived) if arrived else [],
-            arrived_bytes=_decode.data_bytes(arrived) if arrived else 0,
+            arrived=arrived,
+            arrived_bytes=size,
         )
 
     async def heartbeat(
