@@ -160,9 +160,12 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         await self.client.ping()
 
     async def now_ms(self) -> int:
-        # On every claim and write: the carried-forward reading without a coroutine more
+        # the carried-forward reading without a coroutine more
         now = self._time.fresh_ms()
         return now if now is not None else await self._synced_now_ms()
+
+    def fresh_ms(self) -> int | None:
+        return self._time.fresh_ms()
 
     @store_call
     async def _synced_now_ms(self) -> int:

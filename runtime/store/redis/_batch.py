@@ -24,7 +24,7 @@ import asyncio
 import contextvars
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -124,8 +124,11 @@ class Script:
         parts[0] = _HEADS[count] if count < _TABLED else b"*%d\r\n$7\r\nEVALSHA\r\n" % count
         return b"".join(parts)
 
-    async def __call__(self, *, keys: Sequence[str], args: Sequence[Arg | Packed]) -> Any:
-        return await self.batcher.call(self, keys, args)
+    def __call__(
+        self, *, keys: Sequence[str], args: Sequence[Arg | Packed]
+    ) -> Coroutine[Any, Any, Any]:
+        # the batcher's coroutine itself, not one more awaiting it (every script call)
+        return self.batcher.call(self, keys, args)
 
 
 _Call = tuple[Script, Sequence[str], Sequence[Arg | Packed], "asyncio.Future[Any]"]

@@ -197,7 +197,7 @@ class ExecutionStore(CompactionStore):
         known: KnownLog | None = None,
     ) -> Claim:
         keys = self._run(task.run_id)
-        now = await self.now_ms()
+        now = self.fresh_ms() or await self.now_ms()
         reply = await self.scripts.claim(
             keys=keys.declared,
             args=[
@@ -260,7 +260,7 @@ class ExecutionStore(CompactionStore):
         # redis.call is formatted with snprintf("%.17g") on every call.
         request: dict[str, Any] = {
             "fence": fence,
-            "now": str(await self.now_ms()),
+            "now": str(self.fresh_ms() or await self.now_ms()),
             "max_events": max_events,
             "after": after,
             "retention": str(retention_seconds),

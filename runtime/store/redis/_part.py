@@ -27,6 +27,11 @@ class StorePart:
     async def now_ms(self) -> int:  # pragma: no cover - RedisStore provides it
         raise NotImplementedError
 
+    def fresh_ms(self) -> int | None:  # pragma: no cover - RedisStore provides it
+        """Redis' clock now without a round trip, if its last reading is recent enough;
+        else None (then ``await now_ms()``). On every claim and write: no coroutine."""
+        raise NotImplementedError
+
     async def _ensure_groups(self) -> None:  # pragma: no cover - RedisStore provides it
         raise NotImplementedError
 
