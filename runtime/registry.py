@@ -50,6 +50,11 @@ def registered_workflows() -> list[str]:
     return sorted(_workflows)
 
 
+def find_workflow(name: str) -> WorkflowDef | None:
+    """The workflow registered as ``name``, if any: the worker's lookup on each task."""
+    return _workflows.get(name)
+
+
 def get_workflow(name_or_fn: str | Callable[..., Any]) -> WorkflowDef:
     if callable(name_or_fn):
         name = getattr(name_or_fn, "__parley_workflow__", None)

@@ -14,10 +14,10 @@ from .. import tracing
 from ..engine.execution import Execution
 from ..engine.replay_cache import CachedReplay, ReplayCache
 from ..engine.signals import Abort, Interrupted
-from ..errors import LeaseLost, LogFormatUnknown, StoreUnavailable, WorkflowNotFound
+from ..errors import LeaseLost, LogFormatUnknown, StoreUnavailable
 from ..metrics import Metrics
 from ..models import WAKING_EVENTS, EventType
-from ..registry import get_workflow
+from ..registry import find_workflow, get_workflow
 from ..settings import Limits
 from ..store import Claim, ClaimStatus, Store, Task
 from .backoff import Backoff
@@ -244,11 +244,7 @@ class TaskConsumer:
         one that built it. Not with tracing on: the execution's span reads the whole log."""
         if tracing.enabled():
             return None
-        try:
-            workflow = get_workflow(task.workflow)
-        except WorkflowNotFound:
-            workflow = None
-        return self.replay_cache.take(task.run_id, workflow)
+        return self.replay_cache.take(task.run_id, find_workflow(task.workflow))
 
     async def execute(self, task: Task, delay: float = 0.0) -> None:
         run_id = task.run_id

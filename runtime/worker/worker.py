@@ -22,9 +22,9 @@ from types import ModuleType
 from .._codec import Duration
 from ..client import Runtime
 from ..engine.replay_cache import DEFAULT_REPLAY_CACHE_SIZE, ReplayCache
-from ..errors import StoreUnavailable, WorkflowNotFound
+from ..errors import StoreUnavailable
 from ..metrics import Metrics
-from ..registry import get_workflow, import_apps, registered_workflows
+from ..registry import find_workflow, import_apps, registered_workflows
 from ..settings import (
     ANNOUNCE_SECONDS,
     CONSUMER_SWEEP_SECONDS,
@@ -141,11 +141,7 @@ class Worker:
     def _executes(self, workflow: str) -> bool:
         if self.workflows is not None and workflow not in self.workflows:
             return False
-        try:
-            get_workflow(workflow)
-        except WorkflowNotFound:
-            return False
-        return True
+        return find_workflow(workflow) is not None
 
     def stop(self) -> None:
         self._stopping.set()

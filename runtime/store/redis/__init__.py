@@ -104,6 +104,7 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         self._client: aioredis.Redis | None = None
         self._scripts: Scripts | None = None
         self._time = RedisTime(self._read_time)
+        self.fresh_ms = self._time.fresh_ms
 
     def __repr__(self) -> str:
         return f"<RedisStore {self.url} partitions={self.partitions}>"
@@ -163,9 +164,6 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         # the carried-forward reading without a coroutine more
         now = self._time.fresh_ms()
         return now if now is not None else await self._synced_now_ms()
-
-    def fresh_ms(self) -> int | None:
-        return self._time.fresh_ms()
 
     @store_call
     async def _synced_now_ms(self) -> int:

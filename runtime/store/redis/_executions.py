@@ -271,7 +271,8 @@ class ExecutionStore(CompactionStore):
         if suspension is not None:
             request["suspension"] = _ops(suspension.ops)
         if finish is not None:
-            request["finish"] = {"status": finish.status.value, "value": finish.value.decode()}
+            # (the status itself: a str enum, JSON as its value without the enum's property)
+            request["finish"] = {"status": finish.status, "value": finish.value.decode()}
             if finish.notify is not None:
                 request["finish"]["notify"] = finish.notify.decode()
         reply = await self.scripts.apply(keys=keys.declared, args=[orjson.dumps(request)])

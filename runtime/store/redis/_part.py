@@ -3,6 +3,7 @@ inspection) share: the connection, the scripts, the clock and run keys it provid
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -27,10 +28,10 @@ class StorePart:
     async def now_ms(self) -> int:  # pragma: no cover - RedisStore provides it
         raise NotImplementedError
 
-    def fresh_ms(self) -> int | None:  # pragma: no cover - RedisStore provides it
-        """Redis' clock now without a round trip, if its last reading is recent enough;
-        else None (then ``await now_ms()``). On every claim and write: no coroutine."""
-        raise NotImplementedError
+    # Redis' clock now without a round trip, if its last reading is recent enough; else
+    # None (then ``await now_ms()``). On every claim and write: no coroutine. (RedisStore
+    # sets it to its clock's own method: no call more.)
+    fresh_ms: Callable[[], int | None]
 
     async def _ensure_groups(self) -> None:  # pragma: no cover - RedisStore provides it
         raise NotImplementedError
