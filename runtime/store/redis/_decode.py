@@ -17,33 +17,34 @@ def opt_text(value: bytes | str | None) -> str | None:
     return text(value) if value else None
 
 
+def _type_and_data(fields: Any) -> tuple[Any, Any]:
+    """An entry's type and data from its fields: inside a script a flat list, in the order
+    XADD wrote them (``[b"t", type, b"d", data]``) or not; outside a script a dict."""
+    if type(fields) is list and len(fields) == 4 and fields[0] == b"t":
+        return fields[1], fields[3]
+    if isinstance(fields, dict):
+        return fields[b"t"], fields[b"d"]
+    mapping = {text(fields[i]): fields[i + 1] for i in range(0, len(fields), 2)}
+    return mapping["t"], mapping["d"]
+
+
 def events(entries: list[Any]) -> list[Event]:
     """Events from the raw reply of XRANGE on a run's event stream (inside a script the
     fields come as a flat list, outside as a dict)."""
     out = []
     for entry_id, fields in entries:
-        if type(fields) is list and len(fields) == 4 and fields[0] == b"t":
-            # inside a script: [b"t", type, b"d", data], in the order XADD wrote them
-            out.append(Event(entry_id.decode(), fields[1].decode(), loads(fields[3])))
-        elif isinstance(fields, dict):
-            out.append(Event(text(entry_id), text(fields[b"t"]), loads(fields[b"d"])))
-        else:
-            mapping = {text(fields[i]): fields[i + 1] for i in range(0, len(fields), 2)}
-            out.append(Event(text(entry_id), text(mapping["t"]), loads(mapping["d"])))
+        kind, data = _type_and_data(fields)
+        out.append(Event(text(entry_id), text(kind), loads(data)))
     return out
 
 
 def script_events(entries: list[Any]) -> tuple[list[Event], int]:
-    """The events of a script's reply of a run's log entries (each ``[id, [b"t", type,
-    b"d", data]]``) and the bytes of their data, in one pass: a claim's and a write's."""
+    """The events of a script's reply of a run's log entries and the bytes of their data,
+    in one pass: a claim's and a write's."""
     out = []
     size = 0
     for entry_id, fields in entries:
-        if len(fields) == 4 and fields[0] == b"t":  # in the order XADD wrote them
-            kind, data = fields[1], fields[3]
-        else:
-            mapping = {text(fields[i]): fields[i + 1] for i in range(0, len(fields), 2)}
-            kind, data = mapping["t"], mapping["d"]
+        kind, data = _type_and_data(fields)
         size += len(data)
         out.append(Event(entry_id.decode(), kind.decode(), loads(data)))
     return out, size
