@@ -105,14 +105,6 @@ def pack_segment(reads: Sequence[RunRead], documents: Sequence[bytes] | None = N
     )
 
 
-def _as_dict(flat: Sequence[Any]) -> dict[Any, Any]:
-    """A flat ``[field, value, ...]`` reply as a dict (HGETALL's form in RESP2 and in Lua;
-    RESP3 sends a map, which stays one)."""
-    if isinstance(flat, dict):
-        return flat
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
 class CompactionStore(StorePart):
     """The compaction part of :class:`~runtime.store.redis.RedisStore`."""
 
@@ -261,7 +253,7 @@ class CompactionStore(StorePart):
                 raise reply
         logs, *hooks = replies
         return [
-            [(log, _as_dict(h)) for log, h in zip(unit_logs, unit_hooks, strict=True)]
+            [(log, _decode.as_dict(h)) for log, h in zip(unit_logs, unit_hooks, strict=True)]
             for unit_logs, unit_hooks in zip(logs, hooks, strict=True)
         ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..._codec import loads
@@ -48,6 +49,14 @@ def script_events(entries: list[Any]) -> tuple[list[Event], int]:
         size += len(data)
         out.append(Event(entry_id.decode(), kind.decode(), loads(data)))
     return out, size
+
+
+def as_dict(flat: Sequence[Any]) -> dict[Any, Any]:
+    """A flat ``[field, value, ...]`` reply as a dict (HGETALL's and a stream entry's form
+    in RESP2 and in Lua; RESP3 sends a map, which stays one)."""
+    if isinstance(flat, dict):
+        return flat
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def flat_hash(flat: list[bytes]) -> dict[str, bytes]:

@@ -109,7 +109,7 @@ class ExecutionStore(CompactionStore):
                 if len(flat) == 4 and flat[0] == b"r" and flat[2] == b"w":
                     run_id, workflow = flat[1], flat[3]  # as lib.lua's enqueue writes it
                 else:
-                    fields = dict(zip(flat[::2], flat[1::2], strict=True))
+                    fields = _decode.as_dict(flat)
                     run_id, workflow = fields[b"r"], fields.get(b"w", b"")
                 tasks.append(Task(run_id.decode(), workflow.decode(), msg_id.decode(), partition))
         return tasks
