@@ -22,7 +22,9 @@ Printed, median of ``--repeats``: CPU µs per lifecycle of this process
 (``time.process_time``), and with ``--instructions`` the instructions per lifecycle
 counted by valgrind (the same loop in a child process under callgrind, counting switched on
 for the measured lifecycles only): the figure to compare trees by, as in
-``bench.instructions``, whatever the hour.
+``bench.instructions``, whatever the hour. With ``--opcodes`` also the bytecodes per
+lifecycle, by file and by function (``bench.opcodes``): where in the engine's Python those
+instructions go, exact, and in seconds rather than valgrind's minute.
 """
 
 from __future__ import annotations
@@ -55,9 +57,11 @@ from runtime.worker.consumer import TaskConsumer
 from .app import WORKFLOW
 from .common import token_of
 from .instructions import _callgrind, _control, _instructions
+from .opcodes import count_opcodes, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 16
+OPCODE_TOP = 25  # files and functions printed by --opcodes
 
 
 class Recording:
@@ -194,8 +198,11 @@ async def record(url: str) -> tuple[Runtime, TaskConsumer, Recording]:
     return rt, consumer, recording
 
 
-async def measure(runs: int, warmup: int, repeats: int, *, ready: Any = None) -> dict[str, Any]:
-    """CPU µs per lifecycle, median of ``repeats`` windows of ``runs``. ``ready`` (the child
+async def measure(
+    runs: int, warmup: int, repeats: int, *, opcodes: int = 0, ready: Any = None
+) -> dict[str, Any]:
+    """CPU µs per lifecycle, median of ``repeats`` windows of ``runs``; with ``opcodes``,
+    the bytecodes per lifecycle over that many more (bench.opcodes). ``ready`` (the child
     under callgrind): called before and after one counted window instead."""
     server = RedisServer()
     try:
@@ -225,6 +232,9 @@ async def measure(runs: int, warmup: int, repeats: int, *, ready: Any = None) ->
         samples.append((time.process_time() - began) / runs * 1e6)
     result["cpu_us_per_lifecycle"] = round(statistics.median(samples), 1)
     result["cpu_us_samples"] = [round(s, 1) for s in samples]
+    if opcodes:
+        sites = await count_opcodes(lambda: floor.lifecycles(opcodes))
+        result["opcodes_per_lifecycle"] = summary(sites, opcodes, OPCODE_TOP)
     return result
 
 
@@ -268,6 +278,15 @@ def instructions(runs: int, warmup: int) -> int:
         return round(_instructions(out, 1) / runs)
 
 
+def _print_opcodes(counted: dict[str, Any]) -> None:
+    print(f"engine bytecodes per lifecycle: {counted['opcodes']:,}"
+          f" ({counted['runtime_opcodes']:,} in runtime/)")  # fmt: skip
+    for heading in ("files", "functions"):
+        print(f"  by {heading[:-1]}:")
+        for where, n in counted[heading].items():
+            print(f"    {n:8,.1f}  {where}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__)
     parser.add_argument("--runs", type=int, default=20_000, help="lifecycles per window")
@@ -280,21 +299,33 @@ def main(argv: list[str] | None = None) -> None:
         default=0,
         help="also count instructions per lifecycle over N lifecycles with valgrind",
     )
+    parser.add_argument(
+        "--opcodes",
+        type=int,
+        metavar="N",
+        default=0,
+        help="also count the bytecodes per lifecycle over N lifecycles, by file and function",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     for name in ("runs", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    for name in ("instructions", "opcodes"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name} must be 0 (off) or more, got {getattr(args, name)}")
     if args.child:
         _child(args.runs, args.warmup)
         return
-    result = run(measure(args.runs, args.warmup, args.repeats))
+    result = run(measure(args.runs, args.warmup, args.repeats, opcodes=args.opcodes))
     if args.instructions:
         result["instructions_per_lifecycle"] = instructions(args.instructions, 200)
     print(f"engine CPU µs per lifecycle: {result['cpu_us_per_lifecycle']} "
           f"(samples {result['cpu_us_samples']}, {args.runs:,} lifecycles each)")  # fmt: skip
     if "instructions_per_lifecycle" in result:
         print(f"engine instructions per lifecycle: {result['instructions_per_lifecycle']:,}")
+    if "opcodes_per_lifecycle" in result:
+        _print_opcodes(result["opcodes_per_lifecycle"])
     print(orjson.dumps(result).decode())
 
 

@@ -70,7 +70,7 @@ CONCURRENT = {
     "floor": _command("--runs", "200", "--repeats", "2", module="bench.floor"),
     "engine": _command(
         "--runs", "200", "--warmup", "20", "--repeats", "2", "--instructions", "50",
-        module="bench.engine",
+        "--opcodes", "20", module="bench.engine",
     ),
     # one module compiled (the whole list takes a minute of CPU): the build, the check
     # that the copy imports it compiled, and both trees' figures
@@ -224,7 +224,11 @@ def test_engine_floor_replays_the_recorded_lifecycle_and_counts_it(launched: Lau
     assert len(result["cpu_us_samples"]) == 2
     assert result["cpu_us_per_lifecycle"] > 0
     assert result["instructions_per_lifecycle"] > 0
+    opcodes = result["opcodes_per_lifecycle"]
+    assert 0 < opcodes["runtime_opcodes"] < opcodes["opcodes"]
+    assert "runtime/engine/execution.py" in opcodes["files"]
     assert "engine CPU µs per lifecycle" in table
+    assert "engine bytecodes per lifecycle" in table
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="mypyc needs a C compiler")
