@@ -56,10 +56,10 @@ from runtime.worker.consumer import TaskConsumer
 
 from .app import WORKFLOW
 from .common import token_of
+from .harness import ROOT
 from .instructions import _callgrind, _control, _instructions
 from .opcodes import count_opcodes, summary
 
-ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 16
 OPCODE_TOP = 25  # files and functions printed by --opcodes
 

@@ -44,8 +44,8 @@ from runtime.testing import RedisServer, free_port
 
 from .app import WORKFLOW
 from .common import bounded, token_of, wait_for
+from .harness import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # the processes counted run ~50 times slower: polled less often than elsewhere
 _POLL = 0.2
 _TOTALS = re.compile(rb"^totals:\s*(\d+)", re.MULTILINE)

@@ -19,11 +19,10 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
-ROOT = Path(__file__).resolve().parent.parent
+from .harness import ROOT
 
 
 class Site(NamedTuple):
