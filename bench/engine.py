@@ -71,7 +71,8 @@ class Recording:
     def __init__(self, start: Task, resume: Task) -> None:
         self.tasks = (start, resume)
         self.calls: list[tuple[str, Any]] = []  # (script name, its reply)
-        self.requests: list[dict[str, Any]] = []  # each APPLY's request, decoded
+        self.requests: list[Any] = []  # each APPLY's request's shape (_shape)
+        self.applied: list[dict[str, Any]] = []  # each APPLY's request, decoded whole
 
 
 def _shape(request: dict[str, Any]) -> list[Any]:
@@ -108,7 +109,9 @@ class _Recorded:
         reply = await self.script(keys=keys, args=args)
         self.recording.calls.append((self.name, reply))
         if self.name == "apply":
-            self.recording.requests.append(_shape(orjson.loads(args[0])))  # type: ignore[arg-type]
+            request = orjson.loads(args[0])  # type: ignore[arg-type]
+            self.recording.requests.append(_shape(request))
+            self.recording.applied.append(request)
         return reply
 
 
@@ -198,18 +201,26 @@ async def record(url: str) -> tuple[Runtime, TaskConsumer, Recording]:
     return rt, consumer, recording
 
 
+async def recorded_floor() -> Floor:
+    """The floor of one lifecycle recorded on a private redis-server, stopped once the
+    lifecycle is recorded: nothing the floor does talks to Redis. (Its runtime stays open:
+    its client is the floor's stub.)"""
+    server = RedisServer()
+    try:
+        rt, consumer, recording = await record(server.url)
+    finally:
+        server.stop()
+    return Floor(rt.store, consumer, recording)  # type: ignore[arg-type]
+
+
 async def measure(
     runs: int, warmup: int, repeats: int, *, opcodes: int = 0, ready: Any = None
 ) -> dict[str, Any]:
     """CPU µs per lifecycle, median of ``repeats`` windows of ``runs``; with ``opcodes``,
     the bytecodes per lifecycle over that many more (bench.opcodes). ``ready`` (the child
     under callgrind): called before and after one counted window instead."""
-    server = RedisServer()
-    try:
-        rt, consumer, recording = await record(server.url)
-    finally:
-        server.stop()  # nothing below talks to Redis
-    floor = Floor(rt.store, consumer, recording)  # type: ignore[arg-type]
+    floor = await recorded_floor()
+    recording = floor.recording
     # the collector as a worker process sets it (runtime/cli/worker.py)
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])

@@ -16,6 +16,7 @@ counted under ``<string>``, in the total and not in ``runtime/``'s share.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -46,7 +47,8 @@ def _where(code: CodeType) -> Site:
 async def count_opcodes(work: Callable[[], Awaitable[Any]]) -> Counter[Site]:
     """Await ``work()`` with every opcode this thread executes counted by its code object.
     Tracing is this thread's: other threads and the event loop's C code are not counted,
-    the coroutines and callbacks the loop runs on this thread meanwhile are."""
+    the coroutines and callbacks the loop runs on this thread meanwhile are. The cyclic
+    collector does not run meanwhile (its own work is C, never counted)."""
     by_code: Counter[CodeType] = Counter()
 
     def trace(frame: FrameType, event: str, arg: Any) -> Any:
@@ -58,11 +60,18 @@ async def count_opcodes(work: Callable[[], Awaitable[Any]]) -> Counter[Site]:
         return trace
 
     previous = sys.gettrace()
+    # The cyclic collector is paused while counting: a collection the garbage of earlier
+    # work happens to trigger runs that garbage's finalizers (Python code) inside the window,
+    # and the same work would count differently from one window to the next.
+    collecting = gc.isenabled()
+    gc.disable()
     sys.settrace(trace)
     try:
         await work()
     finally:
         sys.settrace(previous)
+        if collecting:
+            gc.enable()
     sites: Counter[Site] = Counter()
     for code, count in by_code.items():
         sites[_where(code)] += count

@@ -4,6 +4,7 @@ exact, so two counts of the same work agree to the opcode."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import sys
 from collections import Counter
@@ -12,9 +13,8 @@ from types import FrameType
 
 import pytest
 
-from bench.engine import Floor, record
+from bench.engine import recorded_floor
 from bench.opcodes import Site, by_file, count_opcodes, summary
-from runtime.testing import RedisServer
 
 
 async def _loop(n: int) -> int:
@@ -60,7 +60,9 @@ def test_the_sites_name_the_function_and_the_tracer_before_is_restored() -> None
         finally:
             sys.settrace(None)
 
+    collecting = gc.isenabled()
     counted = asyncio.run(measured())
+    assert gc.isenabled() == collecting
     sites = [site for site in counted if site.name == "_loop"]
     assert sites == [Site("tests/bench/test_opcodes.py", _loop.__code__.co_firstlineno, "_loop")]
     assert by_file(counted)["tests/bench/test_opcodes.py"] >= counted[sites[0]]
@@ -75,13 +77,7 @@ def test_the_sites_name_the_function_and_the_tracer_before_is_restored() -> None
 async def test_the_engine_floor_runs_the_same_opcodes_in_every_lifecycle() -> None:
     """What makes the count a figure to compare trees by: the engine's lifecycle, replayed
     from its recording, executes the same bytecodes each time."""
-    server = RedisServer()
-    try:
-        rt, consumer, recording = await record(server.url)
-    finally:
-        server.stop()
-    # (the runtime is left open, as bench.engine leaves it: its client is the floor's stub)
-    floor = Floor(rt.store, consumer, recording)  # type: ignore[arg-type]
+    floor = await recorded_floor()
     await floor.lifecycles(20)  # caches and first-call paths warmed
     totals = []
     for n in (5, 10, 15):
