@@ -72,6 +72,9 @@ CONCURRENT = {
         "--runs", "200", "--warmup", "20", "--repeats", "2", "--instructions", "50",
         "--opcodes", "20", module="bench.engine",
     ),
+    "prototype": _command(
+        "--runs", "200", "--repeats", "1", "--opcodes", "20", module="bench.prototype"
+    ),
     # one module compiled (the whole list takes a minute of CPU): the build, the check
     # that the copy imports it compiled, and both trees' figures
     "compiled": _command(
@@ -229,6 +232,17 @@ def test_engine_floor_replays_the_recorded_lifecycle_and_counts_it(launched: Lau
     assert "runtime/engine/execution.py" in opcodes["files"]
     assert "engine CPU µs per lifecycle" in table
     assert "engine bytecodes per lifecycle" in table
+
+
+def test_prototype_mode_measures_the_prototype_beside_the_engine(launched: Launched) -> None:
+    result, table = _finished(launched, "prototype")
+    for name in ("prototype", "engine"):
+        assert result[name]["cpu_us_per_lifecycle"] > 0
+        assert result[name]["opcodes_per_lifecycle"]["opcodes"] > 0
+        assert f"{name}: " in table
+    # the prototype is its own code: nothing of runtime/ runs in its lifecycles
+    assert result["prototype"]["opcodes_per_lifecycle"]["runtime_opcodes"] == 0
+    assert result["engine"]["opcodes_per_lifecycle"]["runtime_opcodes"] > 0
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="mypyc needs a C compiler")
