@@ -90,16 +90,16 @@ class Run:
     def claimed(self, reply: list[Any]) -> None:
         """Read a claim's reply: the fence, the events new to this worker, the checkpoints."""
         self.fence = reply[1].decode()
-        for entry_id, fields in reply[4]:
-            kind, data = fields[1], orjson.loads(fields[3])
-            handler = _INDEX.get(kind)
+        entries = reply[4]
+        for _, fields in entries:
+            handler = _INDEX.get(fields[1])
             if handler is not None:
-                handler(self, data)
-            self.after = entry_id
+                handler(self, orjson.loads(fields[3]))
+        if entries:
+            self.after = entries[-1][0].decode()
         flat = reply[5]
         self.checkpoints = {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
         self.count = int(reply[8])
-        self.after = self.after.decode() if isinstance(self.after, bytes) else self.after
         self.writes: list[list[Any]] = []
         self.positions = 0
         self.suspension: list[list[Any]] | None = None
@@ -163,7 +163,8 @@ def _now_ms() -> int:
 async def step(name: str, fn: Any, *args: Any) -> Any:
     run = _current
     digest = hashlib.sha1(orjson.dumps([list(args), {}], option=_SORTED)).hexdigest()[:16]
-    step_id = f"{name}-{run.positions}"
+    position = run.positions
+    step_id = f"{name}-{position}"
     run.positions += 1
     if step_id in run.completed:
         return run.completed[step_id]
@@ -172,7 +173,8 @@ async def step(name: str, fn: Any, *args: Any) -> Any:
             raise RuntimeError(f"step {step_id!r} called with other arguments on replay")
     else:
         run.started[step_id] = digest
-        run.event("step.started", {"step_id": step_id, "name": name, "seq": 0, "args": digest})
+        started = {"step_id": step_id, "name": name, "seq": position, "args": digest}
+        run.event("step.started", started)
     result = await fn(step_id, *args)
     run.event("step.completed", {"step_id": step_id, "result": result})
     run.writes.append(["uncheckpoint", step_id])
@@ -222,7 +224,9 @@ class Driver:
         self.run_id = recording.tasks[0].run_id
         calls = recording.calls
         self.claims = [reply for name, reply in calls if name == "claim"]
-        self.applies = [reply for name, reply in calls if name == "apply"]
+        applies = [reply for name, reply in calls if name == "apply"]
+        # the start's writes (the checkpoint, the suspension) and the resume's (the end)
+        self.start_replies, self.resume_replies = applies[:2], applies[2:]
         self.expected = recording.applied
         self.asked: list[dict[str, Any]] | None = None  # the requests sent, while checking
 
@@ -269,11 +273,11 @@ class Driver:
             for i in batch:  # the starts: a claim each, executed to their suspension
                 run = cache[i] = Run(self.run_id)
                 run.claimed(start)
-                self._execute(run, self.applies[:2])
+                self._execute(run, self.start_replies)
             for i in batch:  # the answers came: the resumes, from the cached index
                 run = cache.pop(i)
                 run.claimed(resume)
-                self._execute(run, self.applies[2:])
+                self._execute(run, self.resume_replies)
             done += len(batch)
 
     def check(self) -> None:
