@@ -71,8 +71,7 @@ class Recording:
     def __init__(self, start: Task, resume: Task) -> None:
         self.tasks = (start, resume)
         self.calls: list[tuple[str, Any]] = []  # (script name, its reply)
-        self.requests: list[Any] = []  # each APPLY's request's shape (_shape)
-        self.applied: list[dict[str, Any]] = []  # each APPLY's request, decoded whole
+        self.applied: list[dict[str, Any]] = []  # each APPLY's request, decoded
 
 
 def _shape(request: dict[str, Any]) -> list[Any]:
@@ -109,9 +108,7 @@ class _Recorded:
         reply = await self.script(keys=keys, args=args)
         self.recording.calls.append((self.name, reply))
         if self.name == "apply":
-            request = orjson.loads(args[0])  # type: ignore[arg-type]
-            self.recording.requests.append(_shape(request))
-            self.recording.applied.append(request)
+            self.recording.applied.append(orjson.loads(args[0]))  # type: ignore[arg-type]
         return reply
 
 
@@ -165,10 +162,10 @@ class Floor:
 
     def check(self) -> None:
         """The first APPLY of the replays asked what the recording's did."""
-        if self.requests[:1] != self.recording.requests[:1]:
+        recorded = [_shape(request) for request in self.recording.applied[:1]]
+        if self.requests[:1] != recorded:
             raise RuntimeError(
-                f"the replayed APPLY {self.requests[:1]} is not the recorded"
-                f" {self.recording.requests[:1]}"
+                f"the replayed APPLY {self.requests[:1]} is not the recorded {recorded}"
             )
 
 
