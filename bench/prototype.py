@@ -39,6 +39,7 @@ from typing import Any
 
 import orjson
 
+from runtime._codec import _DUMP_OPTS as SORTED  # the engine's event encoding
 from runtime._loop import run
 from runtime.cli.worker import YOUNG_COLLECTION_EVERY
 
@@ -47,11 +48,10 @@ from .engine import Recording, recorded_floor
 from .opcodes import count_opcodes, summary
 
 BATCH = 64  # runs driven together, as a worker's concurrency
-_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # the engine's event encoding
 
 
 def _dumps(value: Any) -> str:
-    return orjson.dumps(value, option=_SORTED).decode()
+    return orjson.dumps(value, option=SORTED).decode()
 
 
 class Suspend(Exception):
@@ -162,7 +162,7 @@ def _now_ms() -> int:
 # the primitives the bench workflow uses ------------------------------------------------
 async def step(name: str, fn: Any, *args: Any) -> Any:
     run = _current
-    digest = hashlib.sha1(orjson.dumps([list(args), {}], option=_SORTED)).hexdigest()[:16]
+    digest = hashlib.sha1(orjson.dumps([list(args), {}], option=SORTED)).hexdigest()[:16]
     position = run.positions
     step_id = f"{name}-{position}"
     run.positions += 1
@@ -241,23 +241,18 @@ class Driver:
             try:
                 write = coro.send(value)
             except StopIteration as done:
-                self._finish(run, done.value, next(replies))
-                return
+                run.event("workflow.completed", {"result": done.value})
+                request = run.request(_now_ms())
+                request["finish"] = {"status": "completed", "value": _dumps(done.value)}
+                break
             except Suspend:
                 request = run.request(_now_ms())
                 request["suspension"] = run.suspension
-                self._sent(request)
-                run.applied(next(replies))
-                return
+                break
             self._sent(write.request)
             value = next(replies)
-
-    def _finish(self, run: Run, result: Any, reply: Any) -> None:
-        run.event("workflow.completed", {"result": result})
-        request = run.request(_now_ms())
-        request["finish"] = {"status": "completed", "value": _dumps(result)}
-        self._sent(request)
-        run.applied(reply)
+        self._sent(request)  # the execution's last write: its end or its suspension
+        run.applied(next(replies))
 
     def _sent(self, request: dict[str, Any]) -> None:
         orjson.dumps(request)  # the script's argument, as the store sends it
