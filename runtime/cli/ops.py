@@ -244,8 +244,10 @@ async def _hooks_list(rt: Runtime, args: argparse.Namespace) -> int:
 
 async def _hooks_resume(rt: Runtime, args: argparse.Namespace) -> int:
     try:
-        payload = orjson.loads(args.payload)
-    except orjson.JSONDecodeError as exc:
+        # Every integer read exactly, as the server reads a body: orjson alone turns one
+        # beyond 64 bits into a float, which would be recorded as another number.
+        payload = Runtime.decode(args.payload)
+    except ValueError as exc:
         raise UsageError(f"--payload must be JSON, got {args.payload!r}: {exc}") from None
     recorded = await rt.resume_hook(args.token, payload)
     if args.json:

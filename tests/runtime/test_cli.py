@@ -120,3 +120,16 @@ async def test_runs_and_hooks_listed_by_tag(redis_url: str) -> None:
     assert [h["run_id"] for h in hooks] == [acme]
     bad = parley(redis_url, "runs", "list", "--tag", "customer:acme")
     assert bad.returncode == 1 and "expected a tag as key=value" in bad.stderr
+
+
+async def test_hooks_resume_refuses_an_integer_beyond_64_bits(redis_url: str) -> None:
+    """Read exactly, as the server reads a body: orjson alone would turn 2**64 + 1 into the
+    float 1.8446744073709552e+19 and record that, instead of refusing it by its value."""
+    async with Runtime(redis_url, partitions=PARTITIONS) as rt:
+        run_id = await rt.start(cli_wf)
+        await Worker(rt).drain()
+        [pending] = await rt.list_hooks(run_id=run_id)
+        out = parley(redis_url, "hooks", "resume", pending.token, "--payload", str(2**64 + 1))
+        assert out.returncode == 1 and "within ±2**53" in out.stderr, out
+        assert "18446744073709551617" in out.stderr
+        assert [e for e in await rt.events(run_id) if e.type == "hook.received"] == []
