@@ -173,6 +173,27 @@ class Runtime(AnswerCalls, OperatorCalls):
                 )
         return await self._start(workflow, args, session, run_id, idempotency_key, tags, kwargs)
 
+    async def start_with_message(
+        self,
+        session: str,
+        message: dict[str, Any],
+        workflow: str | Callable[..., Any],
+        /,
+        *args: Any,
+        idempotency_key: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Post ``message`` to ``session`` (as :meth:`post_to_session`) and start a run of
+        ``workflow`` bound to it (as :meth:`start`): the message a chat visitor sent, shown
+        before anything the run posts. It is posted only once the start has passed every
+        check (the workflow known, the run's input and the message within the limits), so
+        a refused start (``WorkflowNotFound``, ``InvalidPayload``, ``UsageError``) shows
+        nothing and starts nothing."""
+        with tracing.span("parley.start", attributes={"parley.workflow": str(workflow)}):
+            return await self._start(
+                workflow, args, session, None, idempotency_key, None, kwargs, message
+            )
+
     async def _start(
         self,
         workflow: str | Callable[..., Any],
@@ -182,6 +203,7 @@ class Runtime(AnswerCalls, OperatorCalls):
         idempotency_key: str | None,
         tags: Mapping[str, str] | None,
         kwargs: dict[str, Any],
+        message: dict[str, Any] | None = None,
     ) -> str:
         name = await self._workflow_name(workflow)
         if session is not None:
@@ -217,6 +239,13 @@ class Runtime(AnswerCalls, OperatorCalls):
         else:
             key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
             run_id = self.store.new_run_id(session, key)
+        if message is not None and session is not None:
+            # Before the run exists, so the run's first reply cannot be shown above it; after
+            # every check, so a refused start leaves no message behind (and a retried one
+            # no second copy).
+            await self.store.post(
+                session, self._encode_message(message), retention_seconds=self.retention_seconds
+            )
         if checked:
             await self.store.start(run_id, name, session, run_input, cast(dict[str, str], checked))
         else:
@@ -310,12 +339,16 @@ class Runtime(AnswerCalls, OperatorCalls):
 
     async def post_to_session(self, session: str, message: dict[str, Any]) -> str:
         """Append a message (agent text, status) to a session's outbox."""
-        data = encode_value(
+        return await self.store.post(
+            check_session_id(session),
+            self._encode_message(message),
+            retention_seconds=self.retention_seconds,
+        )
+
+    def _encode_message(self, message: dict[str, Any]) -> bytes:
+        return encode_value(
             message,
             what="message",
             limit=self.limits.max_payload_bytes,
             max_depth=self.limits.max_depth,
-        )
-        return await self.store.post(
-            check_session_id(session), data, retention_seconds=self.retention_seconds
         )

@@ -77,7 +77,8 @@ class Sessions:
         admit: Callable[[], Awaitable[None]] | None = None,
     ) -> str:
         """A visitor's message: shown in the session, then a run of ``workflow(text)`` bound
-        to the session (with ``memory=`` from the previous run, see above). Refused
+        to the session (with ``memory=`` from the previous run, see above); a start the
+        runtime refuses (the workflow unknown, its input too large) shows nothing. Refused
         (ApiError 409 ``busy``) while the session's previous run is still going, so a
         session has at most one active run. ``client_id``, the page's own id for the
         message, is echoed in the session's ``visitor`` message (so the page that queued
@@ -117,9 +118,8 @@ class Sessions:
             if client_id is not None:
                 visitor["client_id"] = client_id
             kwargs = {"memory": memory} if (memory := _memory(previous, workflow)) else {}
-            await self.rt.post_to_session(session, visitor)
-            run_id = await self.rt.start(
-                workflow, text, session=session, idempotency_key=key, **kwargs
+            run_id = await self.rt.start_with_message(
+                session, visitor, workflow, text, idempotency_key=key, **kwargs
             )
             await self.bind(session, run_id)
             return run_id

@@ -86,3 +86,14 @@ async def review_document_step(document: str) -> Any:
 async def srv_review(document: str) -> Any:
     """A hook whose prompt is as long as the document under review (tens of KB)."""
     return await review_document_step(document)
+
+
+# Under the payload limit (64 KiB) as a result; as the next run's input with a message of a
+# few thousand characters beside it, over it.
+BIG_MEMORY = "m" * 62_000
+
+
+@workflow(name="srv_big_memory")
+async def srv_big_memory(text: str, memory: Any = None) -> Any:
+    """A chat workflow that remembers nearly as much as a run's input may hold."""
+    return {"reply": f"got {len(text)} characters", "memory": BIG_MEMORY}

@@ -19,10 +19,11 @@ AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
 def make_client(redis_url: str, **config: Any) -> TestClient:
-    """A server on ``redis_url``; the per-client rates are off unless ``config`` sets them
-    (every request of a TestClient comes from one client)."""
-    config = {"session_rate": "off", "message_rate": "off", **config}
-    cfg = ServerConfig(api_key=API_KEY, chat_workflow="support_agent", **config)
+    """A server on ``redis_url``; the per-client rates are off and the chat workflow is the
+    demo's unless ``config`` sets them (every request of a TestClient comes from one
+    client)."""
+    defaults = {"session_rate": "off", "message_rate": "off", "chat_workflow": "support_agent"}
+    cfg = ServerConfig(api_key=API_KEY, **{**defaults, **config})
     app = create_app(Runtime(redis_url, partitions=4), API_KEY, run_worker=True, config=cfg)
     return TestClient(app)
 

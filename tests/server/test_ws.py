@@ -9,6 +9,8 @@ import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
+from runtime import Runtime
+
 from .conftest import AUTH, events, make_client, start_approval, wait_run
 
 Frame = dict[str, Any]
@@ -149,6 +151,47 @@ def test_a_message_sent_again_with_its_client_id_is_shown_and_started_once(
         replay = until(ws, lambda f: f["type"] == "prompt")
     assert [f["client_id"] for f in replay if f["type"] == "visitor"] == ["c-lost-ack"]
     assert sum(f["type"] == "prompt" for f in replay) == 1
+
+
+def visitor_texts(client: TestClient, session: str) -> list[str]:
+    """The visitor messages the session's outbox holds (what any page would show)."""
+    rt: Runtime = client.app.state.ctx.runtime  # type: ignore[attr-defined]
+    assert client.portal is not None
+    outbox = client.portal.call(rt.read_outbox, session)
+    return [message["text"] for _id, message in outbox if message.get("type") == "visitor"]
+
+
+def reply_to(ws: Any, text: str, client_id: str, ref: int) -> Frame:
+    """The server's ack or error for the chat message ``text``."""
+    ws.send_json({"type": "message", "text": text, "client_id": client_id, "ref": ref})
+    return until(ws, lambda f: f.get("ref") == ref)[-1]
+
+
+def test_a_message_whose_run_input_is_too_large_is_not_shown(redis_url: str) -> None:
+    """The workflow's memory plus the message is over the run input limit: the start is
+    refused, and the message (sent again, as the widget does) is never shown."""
+    with make_client(redis_url, chat_workflow="srv_big_memory") as client:
+        session = new_session(client)
+        with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+            ws.receive_json()
+            ack = reply_to(ws, "hello", "c1", 1)
+            assert ack["type"] == "ack", ack
+            wait_run(client, ack["run_id"], lambda run: run["status"] == "completed")
+            for ref in range(10, 13):
+                reply = reply_to(ws, "x" * 4000, "c2", ref)
+                assert reply["type"] == "error" and reply["error"] == "payload_too_large", reply
+        assert visitor_texts(client, session) == ["hello"]
+        assert len(client.get("/api/runs", headers=AUTH).json()["runs"]) == 1
+
+
+def test_a_message_whose_workflow_is_not_deployed_is_not_shown(redis_url: str) -> None:
+    with make_client(redis_url, chat_workflow="srv_not_deployed") as client:
+        session = new_session(client)
+        with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+            ws.receive_json()
+            reply = reply_to(ws, "hello", "c1", 1)
+        assert reply["type"] == "error" and reply["error"] == "workflow_not_found", reply
+        assert visitor_texts(client, session) == []
 
 
 def test_a_socket_cannot_answer_another_sessions_hook(client: TestClient) -> None:
