@@ -104,15 +104,23 @@ def _command(args: argparse.Namespace) -> int:
 
 
 async def run(args: argparse.Namespace) -> int:
-    async with Runtime(args.redis, partitions=args.partitions) as rt:
-        try:
+    # The store's URL, its partitions and its connection fail as ParleyErrors too (a
+    # typo, Redis down): reported as the command's own errors, not as a traceback.
+    try:
+        async with Runtime(args.redis, partitions=args.partitions) as rt:
             return await _COMMANDS[(args.command, args.action)](rt, args)
-        except ParleyError as exc:
-            if args.json:
-                _print_json({"error": exc.code, "message": str(exc)})
-            else:
-                print(f"error: {exc}", file=sys.stderr)
-            return 1
+    except ParleyError as exc:
+        report_error(exc, as_json=args.json)
+        return 1
+
+
+def report_error(exc: ParleyError, *, as_json: bool) -> None:
+    """``error: ...`` on stderr; with ``--json``, ``{"error": code, "message": ...}`` on
+    stdout instead, so a script reads one JSON document whatever happened."""
+    if as_json:
+        _print_json({"error": exc.code, "message": str(exc)})
+    else:
+        print(f"error: {exc}", file=sys.stderr)
 
 
 async def _runs_list(rt: Runtime, args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from ..engine.replayer import ReplayReport, replay
 from ..errors import ParleyError, UsageError
 from ..models import Event
 from ..registry import get_workflow, import_apps
+from .ops import report_error
 
 
 def add_command(sub: Any, add_common: Any) -> None:
@@ -39,8 +40,8 @@ def _replay_command(args: argparse.Namespace) -> int:
     try:
         report = asyncio.run(_replay(args))
     except ParleyError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        report_error(exc, as_json=args.json)
+        return 2  # not 1: that is a mismatch
     _print(report, as_json=args.json)
     return 0 if report.ok else 1
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import _loop, tracing
 from ..client import Runtime
-from ..errors import UsageError
+from ..errors import ParleyError, UsageError
 from ..ids import check_name
 from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
 from ..worker import Worker
@@ -72,24 +72,30 @@ def _worker_command(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"parley worker: {exc}", file=sys.stderr)
         return 2
-    _loop.run(_run_worker(args))
-    return 0
+    return _loop.run(_run_worker(args))
 
 
-async def _run_worker(args: argparse.Namespace) -> None:
+async def _run_worker(args: argparse.Namespace) -> int:
     tracing.configure(Settings.from_env())
-    runtime = Runtime(args.redis, partitions=args.partitions, lease_seconds=args.lease)
-    if args.version:
-        check_name(args.version, "version")
-    worker = Worker(
-        runtime,
-        app=args.app,
-        concurrency=args.concurrency,
-        workflows=args.workflow,
-        version=args.version,
-        serve_versions=args.serve_version,
-        consumer_sweep_idle=Settings.from_env().consumer_sweep_idle,
-    )
+    try:
+        # What is wrong before the worker starts (the store's URL, its partitions, the
+        # version, Redis down) is said in a line; once it runs, it rides out outages.
+        runtime = Runtime(args.redis, partitions=args.partitions, lease_seconds=args.lease)
+        if args.version:
+            check_name(args.version, "version")
+        worker = Worker(
+            runtime,
+            app=args.app,
+            concurrency=args.concurrency,
+            workflows=args.workflow,
+            version=args.version,
+            serve_versions=args.serve_version,
+            consumer_sweep_idle=Settings.from_env().consumer_sweep_idle,
+        )
+        await runtime.connect()
+    except ParleyError as exc:
+        print(f"parley worker: {exc}", file=sys.stderr)
+        return 2
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.stop)
@@ -124,6 +130,7 @@ async def _run_worker(args: argparse.Namespace) -> None:
         await worker.run()
         for task in side_tasks:
             task.cancel()
+    return 0
 
 
 def _serve_metrics(worker: Worker, port: int) -> None:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from runtime import Runtime, Worker, step, step_hook, workflow
 from tests.processes import PARTITIONS, ROOT
 from tests.raw_redis import raw
@@ -23,17 +25,13 @@ async def cli_wf() -> Any:
 
 
 def parley(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return parley_on(*args, "--redis", redis_url, "--partitions", str(PARTITIONS))
+
+
+def parley_on(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command with ``args`` only (the store options among them)."""
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runtime.cli",
-            *args,
-            "--redis",
-            redis_url,
-            "--partitions",
-            str(PARTITIONS),
-        ],
+        [sys.executable, "-m", "runtime.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -133,3 +131,31 @@ async def test_hooks_resume_refuses_an_integer_beyond_64_bits(redis_url: str) ->
         assert out.returncode == 1 and "within ±2**53" in out.stderr, out
         assert "18446744073709551617" in out.stderr
         assert [e for e in await rt.events(run_id) if e.type == "hook.received"] == []
+
+
+@pytest.mark.parametrize(
+    ("store", "error"),
+    [
+        (("--redis", "redis://127.0.0.1:1/0"), "store_unavailable"),
+        (("--redis", "redis:/typo"), "usage_error"),
+        (("--partitions", "0", "--redis", "redis://127.0.0.1:1/0"), "usage_error"),
+    ],
+    ids=["unreachable", "bad-url", "bad-partitions"],
+)
+def test_a_store_that_cannot_be_used_is_an_error_not_a_traceback(
+    store: tuple[str, ...], error: str
+) -> None:
+    """The store's URL, partitions and connection fail before any command runs: each
+    command reports that as it reports its other errors."""
+    listed = parley_on("runs", "list", "--json", *store)
+    assert listed.returncode == 1 and "Traceback" not in listed.stderr, listed.stderr
+    assert json.loads(listed.stdout)["error"] == error
+    plain = parley_on("hooks", "list", *store)
+    assert plain.returncode == 1 and plain.stderr.startswith("error: "), plain.stderr
+    replayed = parley_on(
+        "replay", "--app", "tests.apps.hitl_app", "r-" + "0" * 24, "--json", *store
+    )
+    assert replayed.returncode == 2 and "Traceback" not in replayed.stderr, replayed.stderr
+    assert json.loads(replayed.stdout)["error"] == error
+    worker = parley_on("worker", "--app", "tests.apps.hitl_app", *store)
+    assert worker.returncode == 2 and worker.stderr.startswith("parley worker: "), worker.stderr
