@@ -131,13 +131,44 @@ class AbuseLimits:
         nothing) when it is over any limit of ``rate``."""
         who = client_key(scope_client)
         try:
-            for item in rate.items:
-                if not await self.limiter.hit(item, rate.kind, who):
-                    stats = await self.limiter.get_window_stats(item, rate.kind, who)
-                    wait = max(1, math.ceil(stats.reset_time - time.time()))
-                    raise RateLimited(rate.what, rate.text, min(wait, item.get_expiry()))
+            over = await self._refusing(rate, who)
+            if not over:
+                over = await self._hit_all(rate, who)
+            if over:
+                waits = [await self._wait(item, rate.kind, who) for item in over]
+                raise RateLimited(rate.what, rate.text, max(waits))
         except StorageError as exc:
             raise StoreUnavailable(f"rate limits: {exc.storage_error}") from None
+
+    async def _refusing(self, rate: Rate, who: str) -> list[RateLimitItem]:
+        """The limits of ``rate`` this request would go over, counting nothing. Every one
+        is tested before any is hit: hitting them in turn, a burst refused per second
+        would use up the hourly quota with requests it never served. One limit alone is
+        not tested: its hit is atomic and counts nothing when it refuses."""
+        if len(rate.items) == 1:
+            return []
+        return [item for item in rate.items if not await self.limiter.test(item, rate.kind, who)]
+
+    async def _hit_all(self, rate: Rate, who: str) -> list[RateLimitItem]:
+        """Count the request against every limit; the one that refused, if any.
+
+        ``limits`` (5.x) has no atomic test-and-hit of several limits, so two requests of
+        one client can both pass :meth:`_refusing` and race for the last place: the hit
+        that loses is refused as over that limit, and the limits hit before it keep its
+        count. Chosen over admitting it (a limit would be exceeded) and over taking the
+        count back (a sliding window's hit cannot be undone once its window moved on): the
+        race only arises between the client's own concurrent requests, errs toward
+        refusing, and miscounts by at most those requests."""
+        for item in rate.items:
+            if not await self.limiter.hit(item, rate.kind, who):
+                return [item]
+        return []
+
+    async def _wait(self, item: RateLimitItem, kind: str, who: str) -> int:
+        """Whole seconds until ``item`` lets this client in again."""
+        stats = await self.limiter.get_window_stats(item, kind, who)
+        wait = max(1, math.ceil(stats.reset_time - time.time()))
+        return min(wait, item.get_expiry())
 
     async def close(self) -> None:
         # limits has no close(); its redis-py client is its bridge's ``storage``.

@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 
 from runtime import Runtime
 from server import ServerConfig, create_app
+from server.abuse import AbuseLimits, RateLimited, client_key
 
 from .conftest import API_KEY, wait_run
 from .server_process import ServerProcess
@@ -78,6 +79,34 @@ def test_message_rate_refuses_with_an_error_frame_and_records_nothing(chat: Test
     assert refused["retry_after"] >= 1
     assert chat.portal.call(rt.read_outbox, session) == outbox_before  # no visitor message
     assert len(chat.portal.call(rt.list_runs)) == 2
+
+
+@pytest.mark.parametrize("setting", ["session_rate", "message_rate"])
+async def test_a_request_one_limit_refuses_counts_against_none_of_the_others(
+    redis_url: str, setting: str
+) -> None:
+    """``10/hour;2/minute``: a burst of ten is two served and eight refused by the
+    per-minute limit, and the hourly limit counted only the two."""
+    rates = {"session_rate": "off", "message_rate": "off", setting: "10/hour;2/minute"}
+    abuse = AbuseLimits(redis_url, **rates)
+    rate = abuse.sessions if setting == "session_rate" else abuse.messages
+    peer = ("203.0.113.7", 5555)
+    try:
+        outcomes: list[int] = []
+        for _ in range(10):
+            try:
+                await abuse.hit(rate, peer)
+                outcomes.append(0)
+            except RateLimited as refused:
+                outcomes.append(refused.retry_after)
+        assert outcomes[:2] == [0, 0] and all(1 <= wait <= 60 for wait in outcomes[2:])
+        hourly, minutely = rate.items
+        stats = await abuse.limiter.get_window_stats(hourly, rate.kind, client_key(peer))
+        assert stats.remaining == 8
+        stats = await abuse.limiter.get_window_stats(minutely, rate.kind, client_key(peer))
+        assert stats.remaining == 0
+    finally:
+        await abuse.close()
 
 
 async def _timed_post(http: httpx.AsyncClient, path: str, **kw: Any) -> tuple[int, float, str]:
