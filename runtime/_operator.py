@@ -136,6 +136,7 @@ class OperatorCalls:
         tag index instead: the cost depends on ``limit``, not on the size of the store.
         """
         wanted = None if status is None else RunStatus(status)
+        _check_limit(limit)
         if tag is not None:
             return await self.store.list_runs(wanted, limit, version, _tag_pair(tag))
         return await self.store.list_runs(wanted, limit, version)
@@ -150,6 +151,13 @@ class OperatorCalls:
         """Store-wide counters: runs started/completed/failed/cancelled since the store
         began, runs suspended, blocked and parked now, and hooks pending now."""
         return await self.store.stats()
+
+
+def _check_limit(limit: int | None) -> None:
+    # Checked here, not left to the store: a store slices with it, and a negative slice
+    # silently drops the last runs instead of bounding them.
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise UsageError(f"limit must be a positive integer (or None for every run), got {limit!r}")
 
 
 def _tag_pair(tag: tuple[str, str] | str) -> tuple[str, str]:

@@ -27,7 +27,9 @@ def add_commands(sub: Any, add_common: Any) -> None:
     listing = runs_sub.add_parser("list", help="list runs, newest first")
     listing.add_argument("--status", choices=[s.value for s in RunStatus])
     listing.add_argument("--version", help="only runs first executed by workers of this version")
-    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument(
+        "--limit", type=_positive_int, default=100, metavar="N", help="at most N runs"
+    )
     listing.add_argument(
         "--tag", metavar="KEY=VALUE", help="only runs with this tag (from the tag index)"
     )
@@ -70,6 +72,16 @@ def add_commands(sub: Any, add_common: Any) -> None:
         add_allow_memory(parser)
         parser.add_argument("--json", action="store_true", help="machine-readable output")
         parser.set_defaults(handler=_command)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def add_allow_memory(parser: argparse.ArgumentParser) -> None:

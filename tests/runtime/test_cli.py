@@ -159,3 +159,10 @@ def test_a_store_that_cannot_be_used_is_an_error_not_a_traceback(
     assert json.loads(replayed.stdout)["error"] == error
     worker = parley_on("worker", "--app", "tests.apps.hitl_app", *store)
     assert worker.returncode == 2 and worker.stderr.startswith("parley worker: "), worker.stderr
+
+
+def test_runs_list_refuses_a_limit_below_one() -> None:
+    for limit in ("-3", "0", "many"):
+        out = parley_on("runs", "list", "--limit", limit, "--redis", "redis://127.0.0.1:1/0")
+        assert out.returncode == 2, out
+        assert f"--limit: expected a positive integer, got {limit!r}" in out.stderr

@@ -7,7 +7,10 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from runtime import RunStatus, Runtime, Worker, step, step_hook, workflow
+from runtime.errors import UsageError
 from tests.raw_redis import raw
 
 
@@ -45,6 +48,20 @@ async def test_list_runs_and_stats(rt: Runtime, worker: Worker) -> None:
     await rt.cancel(second)
     stats = await rt.stats()
     assert (stats["suspended"], stats["cancelled"], stats["hooks_pending"]) == (0, 1, 0)
+
+
+async def test_a_list_limit_below_one_is_refused_not_a_silent_cut(rt: Runtime) -> None:
+    """A store slices with the limit: -2 once returned all runs but the last 2, 0 none
+    (after reading the whole tag index)."""
+    for _ in range(3):
+        await rt.start(ops_wf, tags={"team": "ops"})
+    for limit in (-2, 0, True, 1.5):
+        for tag in (None, "team:ops"):
+            with pytest.raises(UsageError, match="limit must be a positive integer") as refused:
+                await rt.list_runs(limit=limit, tag=tag)  # type: ignore[arg-type]
+            assert f"got {limit!r}" in str(refused.value)
+    assert len(await rt.list_runs(limit=2)) == 2
+    assert len(await rt.list_runs(limit=2, tag="team:ops")) == 2
 
 
 async def test_answers_reach_the_session_outbox_atomically(rt: Runtime, worker: Worker) -> None:
