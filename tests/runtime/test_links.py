@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import string
+
 import pytest
 
 from runtime import InvalidLink, Runtime, UsageError, Worker
@@ -31,6 +33,27 @@ def test_links_of_one_hook_do_not_verify_for_another_or_another_secret() -> None
     with pytest.raises(InvalidLink) as exc:
         LinkSigner([("k1", "s" * 16)]).verify(spliced)
     assert exc.value.reason == "bad_signature"
+
+
+def test_a_signature_altered_to_decode_the_same_does_not_verify() -> None:
+    """A lenient base64 decoder skips characters outside the alphabet and the last
+    character's two unused bits: each of these texts decodes to the right signature."""
+    signer = LinkSigner([("k1", "s" * 16)])
+    link = signer.sign(TOKEN)
+    alphabet = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
+    last = alphabet[alphabet.index(link[-1]) ^ 1]  # another value in the unused bits only
+    altered = {
+        "appended": (link + "@@", "malformed"),
+        "padded": (link + "=", "malformed"),
+        "a newline": (link + "\n", "malformed"),
+        "inside": (link[:-10] + "!" + link[-10:], "malformed"),
+        "last bits": (link[:-1] + last, "bad_signature"),
+    }
+    for how, (text, reason) in altered.items():
+        with pytest.raises(InvalidLink) as exc:
+            signer.verify(text)
+        assert exc.value.reason == reason, how
+    assert signer.verify(link).token == TOKEN
 
 
 def test_rotation_first_key_signs_all_verify() -> None:
