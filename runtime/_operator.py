@@ -6,7 +6,7 @@ the runtime's store and retention."""
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TypeVar, cast
 
 import orjson
 
@@ -108,7 +108,7 @@ class OperatorCalls:
     ) -> list[HookInfo]:
         """Hooks of one run (any status), or the pending hooks of every run; ``tag``
         (``("customer", "acme")`` or ``"customer:acme"``) keeps those of runs with it."""
-        wanted = None if status is None else HookStatus(status)
+        wanted = _wanted(HookStatus, status, "hook status")
         pair = None if tag is None else _tag_pair(tag)
         if run_id is not None:
             hooks = await self.store.run_hooks(check_run_id(run_id))
@@ -135,7 +135,7 @@ class OperatorCalls:
         ``tag`` (``("customer", "acme")`` or ``"customer:acme"``) the runs come from the
         tag index instead: the cost depends on ``limit``, not on the size of the store.
         """
-        wanted = None if status is None else RunStatus(status)
+        wanted = _wanted(RunStatus, status, "run status")
         _check_limit(limit)
         if tag is not None:
             return await self.store.list_runs(wanted, limit, version, _tag_pair(tag))
@@ -151,6 +151,19 @@ class OperatorCalls:
         """Store-wide counters: runs started/completed/failed/cancelled since the store
         began, runs suspended, blocked and parked now, and hooks pending now."""
         return await self.store.stats()
+
+
+_Status = TypeVar("_Status", RunStatus, HookStatus)
+
+
+def _wanted(kind: type[_Status], status: str | _Status | None, what: str) -> _Status | None:
+    if status is None:
+        return None
+    try:
+        return kind(status)
+    except ValueError:
+        accepted = ", ".join(s.value for s in kind)
+        raise UsageError(f"{what} must be one of {accepted} (or None), got {status!r}") from None
 
 
 def _check_limit(limit: int | None) -> None:

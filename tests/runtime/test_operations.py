@@ -64,6 +64,21 @@ async def test_a_list_limit_below_one_is_refused_not_a_silent_cut(rt: Runtime) -
     assert len(await rt.list_runs(limit=2, tag="team:ops")) == 2
 
 
+async def test_an_unknown_status_is_refused_naming_the_statuses(rt: Runtime) -> None:
+    run_id = await rt.start(ops_wf)
+    with pytest.raises(UsageError) as runs:
+        await rt.list_runs(status="bogus")
+    assert str(runs.value).startswith("run status must be one of pending, running, suspended")
+    assert str(runs.value).endswith("got 'bogus'")
+    for where in ({}, {"run_id": run_id}):
+        with pytest.raises(UsageError) as hooks:
+            await rt.list_hooks(status="bogus", **where)
+        assert str(hooks.value) == (
+            "hook status must be one of pending, received, expired, cancelled, closed "
+            "(or None), got 'bogus'"
+        )
+
+
 async def test_answers_reach_the_session_outbox_atomically(rt: Runtime, worker: Worker) -> None:
     session = Runtime.new_session_id()
     run_id = await rt.start(ops_wf, session=session)
