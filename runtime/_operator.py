@@ -65,7 +65,7 @@ class OperatorCalls:
                 run_id=run_id,
             )
         events = await self.events(run_id)
-        copied = history_before(events, restart_point(events, from_step))
+        copied = history_before(events, restart_point(events, from_step, run_id=run_id))
         new_id = self.store.new_run_id_beside(run_id)
         await self.store.restart(
             run_id,
@@ -83,7 +83,7 @@ class OperatorCalls:
         check_run_id(run_id)
         cancelled = await self.store.cancel(
             run_id,
-            event=encode_value({"reason": reason}, what="reason", limit=4096),
+            event=encode_value({"reason": reason}, what="reason", limit=4096, run_id=run_id),
             message=orjson.dumps({"type": "status", "status": "cancelled", "run_id": run_id}),
             retention_seconds=self.retention_seconds,
         )

@@ -22,7 +22,7 @@ _NOT_COPIED = frozenset(
 )
 
 
-def restart_point(events: list[Event], from_step: str | None) -> int:
+def restart_point(events: list[Event], from_step: str | None, *, run_id: str) -> int:
     """The index of the first event not kept: the start of ``from_step`` (a step id like
     ``charge-0``, or a step name for its first call), or, by default, of the step that
     failed or was cut short (else the run's end)."""
@@ -32,7 +32,9 @@ def restart_point(events: list[Event], from_step: str | None) -> int:
         step_id = from_step if from_step in starts else f"{from_step}-0"
         if step_id not in starts:
             known = ", ".join(sorted(starts, key=starts.__getitem__)) or "none"
-            raise UsageError(f"the run has no step {from_step!r} (its steps: {known})")
+            raise UsageError(
+                f"the run has no step {from_step!r} (its steps: {known})", run_id=run_id
+            )
         return starts[step_id]
     done = {e.data["step_id"] for e in events if e.type == EventType.STEP_COMPLETED}
     unfinished = [i for step_id, i in starts.items() if step_id not in done]

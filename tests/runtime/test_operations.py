@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from runtime import RunStatus, Runtime, Worker, step, step_hook, workflow
-from runtime.errors import UsageError
+from runtime.errors import InvalidPayload, UsageError
 from tests.raw_redis import raw
 
 
@@ -77,6 +77,19 @@ async def test_an_unknown_status_is_refused_naming_the_statuses(rt: Runtime) -> 
             "hook status must be one of pending, received, expired, cancelled, closed "
             "(or None), got 'bogus'"
         )
+
+
+async def test_refused_cancels_and_restarts_name_their_run(rt: Runtime, worker: Worker) -> None:
+    run_id = await rt.start(ops_wf)
+    await worker.drain()
+    for reason in ("x" * 5000, object()):
+        with pytest.raises(InvalidPayload) as cancel:
+            await rt.cancel(run_id, reason=reason)  # type: ignore[arg-type]
+        assert cancel.value.run_id == run_id and f"(run={run_id})" in str(cancel.value)
+    await rt.cancel(run_id)
+    with pytest.raises(UsageError, match="no step 'nope'") as restart:
+        await rt.restart(run_id, from_step="nope")
+    assert restart.value.run_id == run_id and f"(run={run_id})" in str(restart.value)
 
 
 async def test_answers_reach_the_session_outbox_atomically(rt: Runtime, worker: Worker) -> None:
