@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -86,6 +86,32 @@ def _scope_task(context: contextvars.Context) -> contextvars.Context:
     context.run(current_scope.set, parent.child())
     started_task(context)  # inside a first()'s branch: its calls go to a track of its own
     return context
+
+
+def _waits_last(
+    context: contextvars.Context, coro: Coroutine[Any, Any, Any]
+) -> Coroutine[Any, Any, Any]:
+    """The coroutine of a task the workflow body creates (a branch of ``asyncio.gather``),
+    made to end with its suspension only after the loop's next turn."""
+    if context.get(current_execution) is None or context.get(current_step) is not None:
+        return coro  # not a task of a workflow (the worker's, the store's, a step's own)
+    return _suspending_after_a_turn(coro)
+
+
+async def _suspending_after_a_turn(coro: Coroutine[Any, Any, Any]) -> Any:
+    # A wait without its answer stands for one that takes long (hours), so a branch's end
+    # already decided by the log must come first. Race closed: in ``gather(hook(...),
+    # step())`` the hook's Suspend ended its task at once, before the step's recorded final
+    # failure ended the other, so gather raised the Suspend: the run suspended with its
+    # failure in the log, asked the person, and failed only after their answer (or, with
+    # an ``except`` around the gather, took the fallback only then); with the step first
+    # it failed at once. One turn lets every branch that replays without awaiting
+    # anything (a recorded result or failure) end first.
+    try:
+        return await coro
+    except Suspend:
+        await asyncio.sleep(0)
+        raise
 
 
 def _check_log_format(run_id: str, log_format: object) -> None:
@@ -228,6 +254,18 @@ class Execution(Endings):
         while self.children and (pending := [t for t in self.children if not t.done()]):
             await asyncio.wait(pending)
 
+    def _failed_beside(self) -> bool:
+        """Whether a task the workflow started (not one whose outcome a first() takes)
+        ended with a failure of its own, not a suspension."""
+        for task in self.children:
+            if task.done() and not task.cancelled() and task not in self.owned:
+                # (``_exception``, not ``exception()``: a failure nothing retrieved stays
+                # logged, as asyncio logs it)
+                exc = getattr(task, "_exception", None)
+                if exc is not None and not isinstance(exc, Suspend | Abort | ReplayEnded):
+                    return True
+        return False
+
     def suspend_on(self, wait: str, step_id: str | None = None) -> Suspend:
         """The Suspend a wait raises, registered so that the suspension records it."""
         self.waiting.setdefault(wait, step_id)
@@ -243,8 +281,9 @@ class Execution(Endings):
             return
         raise UsageError(
             f"the wait {loose[0].wait!r} was started in a task whose outcome the workflow did "
-            "not await (asyncio.wait, as_completed, gather(return_exceptions=True), a task "
-            "left behind): Parley cannot replay that. Await waits directly, use "
+            "not await (asyncio.wait, as_completed, gather(return_exceptions=True), a gather "
+            "that raised another branch's failure first, a task left behind): Parley cannot "
+            "replay that. Await waits directly, use "
             "asyncio.gather for all of them, or runtime.first(...) for the first one",
             run_id=self.run_id,
         )
@@ -313,9 +352,10 @@ class Execution(Endings):
         # The tasks a workflow creates (gather of steps and waits) are its execution's: it
         # waits for them before it suspends or ends, so a step still running in one branch
         # records its result, and nothing of the run goes on after it.
-        track_tasks(asyncio.get_running_loop(), _adopt, _scope_task)
+        track_tasks(asyncio.get_running_loop(), _adopt, _scope_task, _waits_last)
         while True:
             again = False  # the suspension was refused: another pass
+            recorded = self.event_count + self.writes.event_count  # the log's size, as known
             self.scope = CallScope()
             self.waiting.clear()
             self.receiving.clear()
@@ -337,11 +377,22 @@ class Execution(Endings):
                     self.children.clear()
                     self.owned.clear()
             except Suspend as suspend:
-                arrived = await self._suspend(suspend)
-                if arrived is None:
-                    return
-                self.index.add_all(arrived)
-                again = True
+                if self._failed_beside() and self.event_count + self.writes.event_count > recorded:
+                    # A branch failed after the body had suspended (a gathered step that
+                    # failed for good after an await, while a gathered wait suspended at
+                    # once): what asyncio's gather raises first in real time is that
+                    # failure, hours before the wait's answer. Another pass replays it from
+                    # the log, where it ends its branch before the wait does
+                    # (_suspending_after_a_turn). Only after a pass that recorded
+                    # something: a failure that replays as it ran (after an await of its
+                    # own) would loop.
+                    again = True
+                else:
+                    arrived = await self._suspend(suspend)
+                    if arrived is None:
+                        return
+                    self.index.add_all(arrived)
+                    again = True
             except (Abort, ReplayEnded):
                 raise
             except ContinueAsNew as signal:

@@ -20,11 +20,14 @@ def track_tasks(
     loop: asyncio.AbstractEventLoop,
     adopt: Callable[[asyncio.Future[Any]], None],
     prepare: Callable[[contextvars.Context], contextvars.Context],
+    wrap: Callable[[contextvars.Context, Coroutine[Any, Any, Any]], Coroutine[Any, Any, Any]],
 ) -> None:
     """For every task created on ``loop`` from now on: ``prepare(context)`` gives the
     context it runs in (given the one it would have run in, a copy of its creator's
-    unless one was given), and ``adopt(task)`` is called once it exists. Once per loop: a
-    loop's factory is installed once, wrapping whatever factory it had."""
+    unless one was given), ``wrap(context, coro)`` the coroutine it runs (not for a task
+    of a first()'s branch, whose outcome first() takes as it is), and ``adopt(task)`` is
+    called once it exists. Once per loop: a loop's factory is installed once, wrapping
+    whatever factory it had."""
     if loop in _tracking:
         return
     previous = loop.get_task_factory()
@@ -37,6 +40,8 @@ def track_tasks(
         task: asyncio.Future[Any]
         track = started_track(context)
         branch = forking_track(context)
+        if track is None and branch is None:
+            coro = wrap(context, coro)
         if previous is not None:
             task = cast(Any, previous)(loop, coro, context=context, **kwargs)
             if track is not None:

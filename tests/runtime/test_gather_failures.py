@@ -1,0 +1,164 @@
+"""A gathered branch that fails beside a gathered wait: ``asyncio.gather`` raises the
+failure at once, whatever the order of its arguments and however long the failing branch
+took, as it does in real time (the wait's answer would come hours later)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from runtime import (
+    RunStatus,
+    Runtime,
+    StepFailed,
+    Worker,
+    hook,
+    sleep,
+    step,
+    step_hook,
+    workflow,
+)
+
+
+@step
+async def fails_at_once() -> None:
+    raise ValueError("the service said no")
+
+
+@step
+async def fails_after_a_while() -> None:
+    await asyncio.sleep(0.05)
+    raise ValueError("the service said no, slowly")
+
+
+@step
+async def asks_inside() -> Any:
+    return await step_hook("inside")
+
+
+@workflow(name="gf_hook_then_failing_step")
+async def gf_hook_then_failing_step() -> Any:
+    return await asyncio.gather(hook("ask"), fails_at_once())
+
+
+@workflow(name="gf_failing_step_then_hook")
+async def gf_failing_step_then_hook() -> Any:
+    return await asyncio.gather(fails_at_once(), hook("ask"))
+
+
+@workflow(name="gf_hook_then_slow_failure")
+async def gf_hook_then_slow_failure() -> Any:
+    return await asyncio.gather(hook("ask"), fails_after_a_while())
+
+
+@workflow(name="gf_sleep_then_slow_failure")
+async def gf_sleep_then_slow_failure() -> Any:
+    return await asyncio.gather(sleep("1h"), fails_after_a_while())
+
+
+@workflow(name="gf_step_hook_then_slow_failure")
+async def gf_step_hook_then_slow_failure() -> Any:
+    return await asyncio.gather(asks_inside(), fails_after_a_while())
+
+
+@pytest.mark.parametrize(
+    "wf",
+    [
+        gf_hook_then_failing_step,
+        gf_failing_step_then_hook,
+        gf_hook_then_slow_failure,
+        gf_sleep_then_slow_failure,
+        gf_step_hook_then_slow_failure,
+    ],
+    ids=["hook_first", "step_first", "slow_failure", "sleep_beside", "step_hook_beside"],
+)
+async def test_a_step_failing_beside_a_wait_fails_the_run_without_its_answer(
+    rt: Runtime, worker: Worker, wf: Any
+) -> None:
+    """Before, the wait's suspension ended its task first and gather raised it: the run
+    suspended with the step's final failure in its log, the person was asked, and the run
+    failed only once they had answered (for ever suspended, had they not)."""
+    run_id = await rt.start(wf)
+    await worker.drain()
+    info = await rt.get_run(run_id)
+    events = [e.type for e in await rt.events(run_id)]
+    assert info.status is RunStatus.FAILED, (info.status, events)
+    assert info.error is not None and info.error["type"] == "StepFailed"
+    assert "workflow.suspended" not in events and "step.suspended" not in events
+    # what the run was waiting on went with its end: nobody is asked, no timer is left
+    assert [h.status for h in await rt.list_hooks(run_id=run_id)] in ([], ["cancelled"])
+    assert (await rt.stats())["hooks_pending"] == 0
+    assert await worker.fire_due() is None  # no deadline left: the sleep's timer went too
+
+
+@workflow(name="gf_falls_back")
+async def gf_falls_back() -> Any:
+    try:
+        await asyncio.gather(hook("ask"), fails_after_a_while())
+    except StepFailed:
+        return await hook("fallback")
+    return "answered"
+
+
+async def test_an_except_around_the_gather_runs_without_the_waits_answer(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The workflow's handler of the gather's failure runs in the same execution: here it
+    asks a fallback question at once (before, only after the first question's answer)."""
+    run_id = await rt.start(gf_falls_back)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    pending = {h.name for h in await rt.list_hooks(run_id=run_id) if h.status == "pending"}
+    assert "fallback" in pending
+
+
+async def _fails_outside_parley() -> None:
+    await asyncio.sleep(0.01)  # not a durable call: it takes as long on every replay
+    raise ValueError("a failure after an await of the workflow's own")
+
+
+@workflow(name="gf_branch_failing_after_its_own_await")
+async def gf_branch_failing_after_its_own_await() -> Any:
+    return await asyncio.gather(hook("ask"), _fails_outside_parley())
+
+
+async def test_a_branch_that_fails_the_same_way_on_every_pass_does_not_loop(
+    rt: Runtime, worker: Worker
+) -> None:
+    """Its failure cannot come before the wait's suspension on any replay: after one more
+    pass (the one that recorded the hook), the run suspends, as it did before; then the
+    answer brings the failure."""
+    run_id = await rt.start(gf_branch_failing_after_its_own_await)
+    await asyncio.wait_for(worker.drain(), timeout=20)
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    [pending] = await rt.list_hooks(run_id=run_id)
+    assert await rt.resume_hook(pending.token, "yes") is True
+    await worker.drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.FAILED
+    assert info.error is not None and info.error["type"] == "ValueError"
+
+
+@workflow(name="gf_returns_past_its_wait")
+async def gf_returns_past_its_wait() -> Any:
+    try:
+        await asyncio.gather(hook("ask"), fails_at_once())
+    except StepFailed:
+        return "fallback"
+    return "answered"
+
+
+async def test_returning_while_the_gathers_wait_has_no_answer_is_refused(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The wait a failed gather left behind is still the run's (asyncio leaves the other
+    branches running): the run cannot complete past it, and says why (first() is for
+    giving up on a wait)."""
+    run_id = await rt.start(gf_returns_past_its_wait)
+    await worker.drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.FAILED
+    assert info.error is not None and info.error["type"] == "UsageError"
+    assert "a gather that raised another branch's failure first" in info.error["message"]
