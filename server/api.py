@@ -42,8 +42,9 @@ def api_key_of(request: Request) -> ApiKey:
 
 async def read_json(request: Request, *, limit: int, required: bool = True) -> Any:
     """The request's JSON body, read at most ``limit`` bytes far."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    declared = request.headers.get("content-length") or ""
+    # isascii: isdigit() alone takes "²", which int() refuses (a 500, not the 413)
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise ApiError(
             413, "request_too_large", f"the body may be at most {limit} bytes, got {declared}"
         )

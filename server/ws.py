@@ -45,7 +45,9 @@ from .tailer import (
 
 log = logging.getLogger("parley.server.ws")
 
-STREAM_ID_RE = re.compile(r"^\d{1,20}-\d{1,20}$")
+# ASCII digits only (``\d`` also takes other scripts' digits, which Redis refuses)
+STREAM_ID_RE = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+MAX_STREAM_ID_PART = 2**64 - 1  # each part of a Redis stream id is an unsigned 64-bit number
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 CLOSE_UNKNOWN_SESSION = 4404
 CLOSE_BAD_REQUEST = 4400
@@ -54,6 +56,16 @@ CLOSE_POLICY = 1008  # too many rejected frames in a row
 MAX_REJECTED_IN_A_ROW = 50
 REPLAY_BATCH = 100
 __all__ = ["CLOSE_TOO_SLOW", "CLOSE_UNAVAILABLE", "SessionSocket", "session_socket"]
+
+
+def is_stream_id(text: str) -> bool:
+    """Whether ``text`` is a stream id Redis takes. Checked before the page is told
+    ``ready``: an id Redis refuses would fail the first read, and the socket would close
+    as "store unavailable" (1011) instead of 4400."""
+    if not STREAM_ID_RE.fullmatch(text):
+        return False
+    ms, _, seq = text.partition("-")
+    return int(ms) <= MAX_STREAM_ID_PART and int(seq) <= MAX_STREAM_ID_PART
 
 
 class RateLimiter:
@@ -284,12 +296,13 @@ async def session_socket(websocket: WebSocket) -> None:
         )
         return
     after = websocket.query_params.get("after") or "0-0"
-    if not STREAM_ID_RE.fullmatch(after):
+    if not is_stream_id(after):
         await _refuse(
             websocket,
             CLOSE_BAD_REQUEST,
             "malformed",
-            f"expected ?after=<stream id like 1700000000000-0>, got {after!r:.40}",
+            "expected ?after=<stream id like 1700000000000-0, each part at most "
+            f"{MAX_STREAM_ID_PART}>, got {after!r:.40}",
         )
         return
     if not await ctx.sessions.exists(session):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -114,6 +115,24 @@ def test_start_run_rejects_bad_requests(
     assert r.status_code == status, r.text
     assert r.json()["error"] == code
     assert r.json()["message"]
+
+
+def test_a_content_length_of_other_digits_is_not_a_server_error(client: TestClient) -> None:
+    """b"\\xb2" (latin-1 "²") passes str.isdigit() but not int(): it was a 500. It is no
+    length, so the body is read (within the limit) as if none were declared. Sent through
+    httpx's ASGI transport: it hands the header's bytes to the app as they are (the
+    TestClient's re-encodes them as UTF-8)."""
+
+    async def post() -> httpx.Response:
+        transport = httpx.ASGITransport(app=client.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            body = b'{"workflow": "srv_echo", "args": [1]}'
+            headers = {**AUTH, "content-length": b"\xb2"}
+            return await http.post("/api/runs", content=body, headers=headers)
+
+    assert client.portal is not None
+    r = client.portal.call(post)
+    assert r.status_code == 201, r.text
 
 
 def test_oversized_bodies_are_refused(client: TestClient) -> None:

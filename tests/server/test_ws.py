@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
@@ -55,6 +56,35 @@ def test_unknown_session_and_bad_after_are_refused(client: TestClient) -> None:
         with pytest.raises(WebSocketDisconnect) as closed:
             ws.receive_json()
         assert closed.value.code == 4400
+
+
+@pytest.mark.parametrize(
+    "after",
+    ["18446744073709551616-0", "0-99999999999999999999", "\u0661\u0662-\u0660"],
+    ids=["ms-over-2**64", "seq-over-2**64", "arabic-indic-digits"],
+)
+def test_an_after_redis_would_refuse_is_refused_before_ready(
+    client: TestClient, after: str
+) -> None:
+    """Redis takes ASCII digits up to 2**64-1 in each part: any other id, let through,
+    failed the first read and closed the socket as "store unavailable" (1011)."""
+    session = new_session(client)
+    with client.websocket_connect(f"/ws/sessions/{session}?after={quote(after)}") as ws:
+        first = ws.receive_json()
+        assert first.get("error") == "malformed", first
+        assert "at most 18446744073709551615" in first["message"]
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 4400
+
+
+def test_the_greatest_stream_id_is_a_valid_after(client: TestClient) -> None:
+    session = new_session(client)
+    greatest = f"{2**64 - 1}-{2**64 - 1}"
+    with client.websocket_connect(f"/ws/sessions/{session}?after={greatest}") as ws:
+        assert ws.receive_json()["type"] == "ready"
+        ws.send_json({"type": "ping"})
+        assert ws.receive_json()["type"] == "pong"
 
 
 def test_the_first_frame_tells_the_page_the_servers_limits(
