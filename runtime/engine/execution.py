@@ -377,7 +377,11 @@ class Execution(Endings):
                     self.children.clear()
                     self.owned.clear()
             except Suspend as suspend:
-                if self._failed_beside() and self.event_count + self.writes.event_count > recorded:
+                if (
+                    self.children
+                    and self._failed_beside()
+                    and self.event_count + self.writes.event_count > recorded
+                ):
                     # A branch failed after the body had suspended (a gathered step that
                     # failed for good after an await, while a gathered wait suspended at
                     # once): what asyncio's gather raises first in real time is that
