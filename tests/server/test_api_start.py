@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from starlette.testclient import TestClient
 
-from .conftest import AUTH
+from .conftest import AUTH, wait_run
+from .test_ws import until
 
 
 def test_a_start_retried_with_its_idempotency_key_creates_one_run(client: TestClient) -> None:
@@ -31,3 +32,25 @@ def test_a_run_with_the_callers_id(client: TestClient) -> None:
     )
     assert reserved.status_code == 400 and "'run_id'" in reserved.json()["message"]
     assert len(client.get("/api/runs", headers=AUTH).json()["runs"]) == 1
+
+
+def test_a_run_started_into_a_session_is_its_conversation_until_it_ends(
+    client: TestClient,
+) -> None:
+    """A run the API starts into a session (an agent that writes first) is the session's
+    active run, as a visitor's would be: the visitor's next message is refused as busy
+    while it waits for their answer (the widget answers its prompt, or queues the
+    message), and the start itself is never refused for the session being busy."""
+    session = client.post("/api/sessions").json()["session_id"]
+    body = {"workflow": "srv_approval", "session": session}
+    first = client.post("/api/runs", json=body, headers=AUTH)
+    assert first.status_code == 201
+    wait_run(client, first.json()["run_id"], lambda run: run["status"] == "suspended")
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        ws.receive_json()
+        ws.send_json({"type": "message", "text": "hello", "client_id": "c1", "ref": "m"})
+        reply = until(ws, lambda f: f.get("ref") == "m")[-1]
+    assert reply["type"] == "error" and reply["error"] == "busy"
+    assert first.json()["run_id"] in reply["message"]
+    second = client.post("/api/runs", json=body, headers=AUTH)
+    assert second.status_code == 201
