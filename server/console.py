@@ -60,8 +60,14 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise ApiError(400, "malformed", f"expected {name} from {low} to {high}, got {raw!r:.40}")
+    # isascii: isdigit() alone takes "²", which int() refuses (a 500), and other scripts'
+    # digits, which int() reads as numbers
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+        raise ApiError(
+            400,
+            "malformed",
+            f"expected {name} as a whole number (digits 0-9) from {low} to {high}, got {raw!r:.40}",
+        )
     return int(raw)
 
 
