@@ -74,7 +74,7 @@ class LinkSigner:
             )
         self._keys: dict[str, bytes] = {}
         for key_id, secret in keys:
-            if not KEY_ID_RE.match(key_id):
+            if not KEY_ID_RE.fullmatch(key_id):
                 raise UsageError(f"a link key id must match {KEY_ID_RE.pattern}, got {key_id!r}")
             if len(secret.encode()) < MIN_SECRET_BYTES:
                 raise UsageError(

@@ -82,7 +82,7 @@ class ApiKey:
 
 
 def make_key(name: str, scope: str, secret: str, *, where: str) -> ApiKey:
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise KeyConfigError(f"{where}: a key name must match {NAME_RE.pattern}, got {name!r}")
     try:
         parsed = Scope(scope)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -71,16 +72,22 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     return int(raw)
 
 
+_UNIX_SECONDS_RE = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
+
+
 def _time_param(request: Request, name: str) -> float | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return None
-    try:
-        return float(raw)
-    except ValueError:
+    # (not float() alone: it takes "nan", "inf", "1_0" and other scripts' digits, and
+    # filtered by them the page was a 200 of odd runs rather than the caller's mistake)
+    if not _UNIX_SECONDS_RE.fullmatch(raw):
         raise ApiError(
-            400, "malformed", f"expected {name} in unix seconds, got {raw!r:.40}"
-        ) from None
+            400,
+            "malformed",
+            f"expected {name} in unix seconds (digits 0-9, maybe a fraction), got {raw!r:.40}",
+        )
+    return float(raw)
 
 
 def _tags(request: Request) -> list[tuple[str, str]]:

@@ -257,7 +257,7 @@ class SessionSocket:
             workflow = self._chat_workflow(frame.get("agent"))
             client_id = frame.get("client_id")
             if client_id is not None and not (
-                isinstance(client_id, str) and CLIENT_ID_RE.match(client_id)
+                isinstance(client_id, str) and CLIENT_ID_RE.fullmatch(client_id)
             ):
                 raise FrameError(
                     "malformed",

@@ -113,3 +113,9 @@ async def test_answered_by_is_recorded_in_hook_received(rt: Runtime, worker: Wor
         await task
     [received] = [e for e in await rt.events(run_id) if e.type == "hook.received"]
     assert received.data == {"hook_id": "h0.ok", "payload": 1, "answered_by": "key:ops"}
+
+
+def test_a_link_key_id_ending_in_a_newline_is_refused() -> None:
+    """``^...$`` with ``match`` took "k1\\n" (``$`` matches before a final newline)."""
+    with pytest.raises(UsageError, match="a link key id must match"):
+        LinkSigner([("k1\n", "s" * 32)])

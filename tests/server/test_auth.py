@@ -13,7 +13,15 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from runtime.settings import Settings
-from server.auth import ApiKey, KeyConfigError, KeyRing, Scope, keys_from_settings, parse_keys
+from server.auth import (
+    ApiKey,
+    KeyConfigError,
+    KeyRing,
+    Scope,
+    keys_from_settings,
+    make_key,
+    parse_keys,
+)
 
 from .conftest import API_KEY, events, make_client, start_approval, wait_run
 
@@ -174,3 +182,9 @@ def test_duplicate_names_or_secrets_are_refused() -> None:
         KeyRing(parse_keys(f"a:reader:{'x' * 20},a:admin:{'y' * 20}"))
     with pytest.raises(KeyConfigError, match="same secret"):
         KeyRing(parse_keys(f"a:reader:{'x' * 20},b:admin:{'x' * 20}"))
+
+
+def test_a_key_name_ending_in_a_newline_is_refused() -> None:
+    """``^...$`` with ``match`` took "ops\\n" (``$`` matches before a final newline)."""
+    with pytest.raises(KeyConfigError, match="key name"):
+        make_key("ops\n", "reader", "x" * 20, where="PARLEY_API_KEYS")

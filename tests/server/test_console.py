@@ -29,3 +29,22 @@ def test_ascii_page_parameters_are_taken(client: TestClient) -> None:
     r = client.get("/api/runs?limit=2&offset=0", headers=AUTH)
     assert r.status_code == 200, r.text
     assert r.json()["offset"] == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1_0", "\u0661", "1e3", "-5"])
+def test_a_time_bound_other_than_unix_seconds_is_malformed(client: TestClient, value: str) -> None:
+    """float() takes each of these, and the page was a 200 filtered by nonsense (NaN
+    compares false with every time: since=nan listed every run)."""
+    for name in ("since", "until"):
+        r = client.get(f"/api/runs?{name}={value}", headers=AUTH)
+        assert r.status_code == 400, (name, value, r.status_code, r.text[:200])
+        assert r.json()["error"] == "malformed"
+        assert f"expected {name} in unix seconds" in r.json()["message"]
+
+
+def test_unix_seconds_bound_the_page(client: TestClient) -> None:
+    r = client.post("/api/runs", json={"workflow": "srv_approval"}, headers=AUTH)
+    assert r.status_code == 201
+    bounded = client.get("/api/runs?since=0&until=99999999999.5", headers=AUTH)
+    assert len(bounded.json()["runs"]) == 1
+    assert client.get("/api/runs?since=99999999999", headers=AUTH).json()["runs"] == []

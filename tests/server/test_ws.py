@@ -340,3 +340,14 @@ def test_a_page_may_pick_another_offered_agent(redis_url: str, monkeypatch: Any)
             run = client.get(f"/api/runs/{prompt['run_id']}", headers=AUTH).json()
             assert run["workflow"] == "langchain_agent"
             assert prompt["hook"] == "ask_visitor"
+
+
+def test_a_client_id_with_a_trailing_newline_is_malformed(client: TestClient) -> None:
+    """``^...$`` with ``match`` took "c1\n" (``$`` matches before a final newline): the id
+    went into the session's messages and its idempotency key."""
+    session = new_session(client)
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        ws.receive_json()
+        reply = reply_to(ws, "hello", "c1\n", 1)
+    assert reply["type"] == "error" and reply["error"] == "malformed", reply
+    assert visitor_texts(client, session) == []
