@@ -240,13 +240,19 @@ class Runtime(AnswerCalls, OperatorCalls):
             key = None if idempotency_key is None else check_idempotency_key(idempotency_key)
             run_id = self.store.new_run_id(session, key)
         if message is not None and session is not None:
-            # Before the run exists, so the run's first reply cannot be shown above it; after
-            # every check, so a refused start leaves no message behind (and a retried one
-            # no second copy).
-            await self.store.post(
-                session, self._encode_message(message), retention_seconds=self.retention_seconds
+            # In the start's own atomic step, after every check: a refused start (or a
+            # Redis gone meanwhile) leaves no message behind, a retried one no second copy,
+            # and the run's first reply cannot be shown above it.
+            await self.store.start(
+                run_id,
+                name,
+                session,
+                run_input,
+                cast(dict[str, str] | None, checked),
+                message=self._encode_message(message),
+                retention_seconds=self.retention_seconds,
             )
-        if checked:
+        elif checked:
             await self.store.start(run_id, name, session, run_input, cast(dict[str, str], checked))
         else:
             await self.store.start(run_id, name, session, run_input)

@@ -20,6 +20,9 @@ class Proxy:
         # Set: a connection that sends bytes containing it never gets its reply and is
         # closed (the command ran; its caller does not hear). Others are left alone.
         self.drop_replies_to: bytes | None = None
+        # Set: a connection that sends bytes containing it is closed before they reach Redis
+        # (the command never ran; its caller sees a lost connection). Others are left alone.
+        self.drop_requests_with: bytes | None = None
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -39,6 +42,8 @@ class Proxy:
             nonlocal doomed
             while data := await reader.read(65536):
                 if self.dropping:
+                    break
+                if self.drop_requests_with is not None and self.drop_requests_with in data:
                     break
                 if self.drop_replies_to is not None and self.drop_replies_to in data:
                     doomed = True

@@ -93,12 +93,18 @@ class Store(Protocol):
         session: str | None,
         input: bytes,
         tags: Mapping[str, str] | None = None,
+        *,
+        message: bytes | None = None,
+        retention_seconds: int = 0,
     ) -> bool:
         """Create the run with its ``workflow.started`` event and enqueue it; False when a
         run of that id exists (nothing changed). ``tags`` (validated by
         :func:`runtime.tags.check_tags`) are recorded with the run and indexed in the same
         atomic step: :meth:`list_runs` and :meth:`pending_hooks` find the run by any of
-        them from then on. An untagged start costs nothing more."""
+        them from then on. An untagged start costs nothing more. ``message`` (a JSON
+        object; the run has a ``session`` it fits, see :meth:`fits_session`) is posted to
+        the session in the same step, as :meth:`post` with ``retention_seconds`` posts it:
+        only when the run is created."""
 
     async def announce_workflows(self, names: Sequence[str]) -> None: ...
 

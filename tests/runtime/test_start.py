@@ -4,6 +4,7 @@ was lost), and absolute deadlines."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -22,6 +23,7 @@ from runtime import (
     sleep_until,
     workflow,
 )
+from runtime.store.redis import script_source
 from tests.faults import Proxy
 
 
@@ -107,6 +109,36 @@ async def test_a_start_whose_reply_was_lost_is_not_started_twice(
         retried = await via_proxy.start(start_wf, 1, idempotency_key="lost")
         assert [r.run_id for r in await direct.list_runs()] == [retried]
         assert (await direct.stats())["started"] == 1
+
+
+async def test_a_chat_message_whose_start_did_not_reach_redis_is_not_shown(
+    redis_url: str, proxy: Proxy
+) -> None:
+    """start_with_message writes the visitor's message and the run in one step. Before, the
+    message was posted by a call of its own first: when the start's call was lost (Redis
+    gone between the two), the message stayed shown with no run, and the page's retry
+    (its client id, so the same idempotency key) found no run and posted it again."""
+    db = urlsplit(redis_url).path
+    session = "session-start-lost-0001"
+    visitor = {"type": "visitor", "text": "hello", "client_id": "c1"}
+    start_sha = hashlib.sha1(script_source("start").encode()).hexdigest().encode()
+    async with (
+        Runtime(f"redis://127.0.0.1:{proxy.port}{db}", partitions=4) as via_proxy,
+        Runtime(redis_url, partitions=4) as direct,
+    ):
+        proxy.drop_requests_with = start_sha  # the start's script never reaches Redis
+        with pytest.raises(StoreUnavailable):
+            await via_proxy.start_with_message(
+                session, visitor, start_wf, 1, idempotency_key="chat:c1"
+            )
+        assert await direct.read_outbox(session) == []
+        assert await direct.list_runs() == []
+        proxy.drop_requests_with = None
+        run_id = await via_proxy.start_with_message(
+            session, visitor, start_wf, 1, idempotency_key="chat:c1"
+        )
+        assert [m for _id, m in await direct.read_outbox(session)] == [visitor]
+        assert [r.run_id for r in await direct.list_runs()] == [run_id]
 
 
 @workflow(name="absolute_deadline_wf")

@@ -18,7 +18,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
-from ...errors import ParleyError, StoreUnavailable
+from ...errors import ParleyError, StoreUnavailable, UsageError
 from ...ids import new_run_id
 from ...models import HookStatus, RunStatus
 from ...settings import TASKS_GROUP
@@ -256,11 +256,22 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
         session: str | None,
         input: bytes,
         tags: Mapping[str, str] | None = None,
+        *,
+        message: bytes | None = None,
+        retention_seconds: int = 0,
     ) -> bool:
         keys = self._run(run_id)
         args: list[Any] = [run_id, workflow, session or "", await self.now_ms(), input]
-        if tags:  # only a tagged run pays for the index (lua/tags.lua)
-            args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS))
+        # only a tagged run pays for the index (lua/tags.lua)
+        args.append(orjson.dumps(tags, option=orjson.OPT_SORT_KEYS) if tags else "")
+        if message is not None:
+            if session is None or not self.fits_session(run_id, session):
+                raise UsageError(
+                    "a start's message goes to the session of its run, which must fit it"
+                    f" (fits_session); got session {session!r}",
+                    run_id=run_id,
+                )
+            args += [message, retention_seconds]
         created = await self.scripts.start(keys=keys.declared, args=args)
         return bool(created)
 

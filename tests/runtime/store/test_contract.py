@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from runtime import Runtime
-from runtime.errors import StoreUnavailable
+from runtime.errors import StoreUnavailable, UsageError
 from runtime.ids import RUN_ID_RE
 from runtime.models import EventType, HookStatus, RunStatus
 from runtime.store import (
@@ -268,6 +268,32 @@ async def test_runs_of_a_session_share_its_partition(store: Store) -> None:
     assert len({tasks[r].partition for r in loose_runs}) > 1
     # and the session's outbox group is stable
     assert store.outbox_group(session) == store.outbox_group(session)
+
+
+async def test_a_start_with_a_message_posts_it_only_when_it_creates_the_run(
+    store: Store,
+) -> None:
+    session = "session-start-msg-0001"
+    run_id = store.new_run_id(session)
+    message = data(type="visitor", text="hello")
+    assert await store.start(
+        run_id, "wf", session, START_DATA, message=message, retention_seconds=RETENTION
+    )
+    again = data(type="visitor", text="hello again")
+    assert not await store.start(
+        run_id, "wf", session, START_DATA, message=again, retention_seconds=RETENTION
+    )
+    assert [e.message for e in await store.read_outbox(session, "0-0", 10, None)] == [
+        orjson.loads(message)
+    ]
+    # a session the run does not fit is the caller's mistake: refused, nothing written
+    loose = store.new_run_id(None)
+    while store.fits_session(loose, session):
+        loose = store.new_run_id(None)
+    with pytest.raises(UsageError, match="fits_session") as refused:
+        await store.start(loose, "wf", session, START_DATA, message=message)
+    assert refused.value.run_id == loose
+    assert await store.get_run(loose) is None
 
 
 async def test_start_creates_the_run_once(store: Store) -> None:
