@@ -23,6 +23,10 @@ class Proxy:
         # Set: a connection that sends bytes containing it is closed before they reach Redis
         # (the command never ran; its caller sees a lost connection). Others are left alone.
         self.drop_requests_with: bytes | None = None
+        # Set: the reply to a connection's bytes containing it reaches the client only
+        # ``hold_seconds`` later (the command ran at once; a stall on the way back).
+        self.hold_replies_to: bytes | None = None
+        self.hold_seconds = 0.0
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -37,9 +41,10 @@ class Proxy:
         self._writers += [writer, up_writer]
 
         doomed = False
+        holding = False
 
         async def upstream() -> None:
-            nonlocal doomed
+            nonlocal doomed, holding
             while data := await reader.read(65536):
                 if self.dropping:
                     break
@@ -47,14 +52,20 @@ class Proxy:
                     break
                 if self.drop_replies_to is not None and self.drop_replies_to in data:
                     doomed = True
+                if self.hold_replies_to is not None and self.hold_replies_to in data:
+                    holding = True
                 up_writer.write(data)
                 await up_writer.drain()
 
         async def downstream() -> None:
+            nonlocal holding
             while data := await up_reader.read(65536):
                 await self.replies.wait()
                 if doomed:
                     break
+                if holding:
+                    holding = False
+                    await asyncio.sleep(self.hold_seconds)
                 writer.write(data)
                 await writer.drain()
 

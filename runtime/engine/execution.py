@@ -158,9 +158,12 @@ class Execution(Endings):
         self.retention_seconds = retention_seconds
         # The store's clock, carried forward by this process's monotonic clock: deadlines
         # and now() agree with the workers on other machines whatever this one's wall
-        # clock says.
-        self._clock_origin_ms = claim.now_ms or _clock.now_ms()
-        self._clock_origin_mono = time.monotonic()
+        # clock says. Carried from the instant it was read, not from now: race closed, a
+        # claim whose reply came late (a Redis stall, an fsync, a slow link) left the
+        # execution's clock behind Redis' by that delay, and every deadline it set (a
+        # hook's timeout, a sleep, a retry's backoff) came that much early.
+        self._clock_origin_ms = claim.now_ms or _clock.now_ms()  # (0: a replay, no store)
+        self._clock_origin_mono = claim.now_mono or time.monotonic()
         events = claim.events
         if claim.tail and cached is not None:
             # The claim proved the log still extends what this worker's last execution of

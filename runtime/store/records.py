@@ -63,6 +63,9 @@ class Claim(NamedTuple):
     # The store's clock when the lease was taken (ms): the execution's clock starts there,
     # so a machine whose clock is off cannot skew a deadline (0: no store clock, a replay).
     now_ms: int = 0
+    # This process's monotonic clock when ``now_ms`` was read, so the execution carries the
+    # store's clock forward from that instant (0.0: from whenever it starts).
+    now_mono: float = 0.0
     tail: bool = False
     event_count: int = 0  # events in the whole log
     generation: str = ""  # of the log's history (see KnownLog)

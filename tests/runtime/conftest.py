@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -14,6 +15,7 @@ from runtime import Runtime
 from runtime.errors import StoreUnavailable
 from runtime.store.redis._calls import OUTAGE
 from runtime.store.redis._executions import ExecutionStore
+from tests.faults import Proxy
 from tests.processes import PARTITIONS, WorkerProcess
 
 
@@ -98,3 +100,14 @@ def workers() -> Iterator[list[WorkerProcess]]:
     yield started
     for proc in started:
         proc.stop()
+
+
+@pytest.fixture
+async def proxy(redis_url: str) -> AsyncIterator[Proxy]:
+    """A TCP proxy to the test's Redis (tests.faults.Proxy): replies held back, dropped or
+    delayed, connections cut."""
+    parts = urlsplit(redis_url)
+    p = Proxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    await p.start()
+    yield p
+    await p.close()

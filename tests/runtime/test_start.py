@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
@@ -75,15 +74,6 @@ async def test_an_idempotent_start_of_a_session_run_stays_in_the_session(rt: Run
         await rt.start(start_wf, 1, idempotency_key="")
     with pytest.raises(UsageError, match="not both"):
         await rt.start(start_wf, 1, run_id="a", idempotency_key="b")
-
-
-@pytest.fixture
-async def proxy(redis_url: str) -> AsyncIterator[Proxy]:
-    parts = urlsplit(redis_url)
-    p = Proxy(parts.hostname or "127.0.0.1", parts.port or 6379)
-    await p.start()
-    yield p
-    await p.close()
 
 
 async def test_a_start_whose_reply_was_lost_is_not_started_twice(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -215,6 +216,7 @@ class ExecutionStore(CompactionStore):
     ) -> Claim:
         keys = self._run(task.run_id)
         now = self.fresh_ms() or await self.now_ms()
+        read_at = time.monotonic()
         reply = await self.scripts.claim(
             keys=keys.declared,
             args=[
@@ -248,6 +250,7 @@ class ExecutionStore(CompactionStore):
             checkpoints=_decode.flat_hash(checkpoints),
             parent=parent.decode() or None,
             now_ms=now,
+            now_mono=read_at,
             tail=mode == b"tail",
             event_count=int(count),
             generation=gen.decode(),

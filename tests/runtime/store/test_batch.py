@@ -127,15 +127,6 @@ async def client(redis_url: str, wire: Wire, parser: str) -> AsyncIterator[aiore
 
 
 @pytest.fixture
-async def proxy(redis_url: str) -> AsyncIterator[Proxy]:
-    parts = urlsplit(redis_url)
-    p = Proxy(parts.hostname or "127.0.0.1", parts.port or 6379)
-    await p.start()
-    yield p
-    await p.close()
-
-
-@pytest.fixture
 async def proxied(
     redis_url: str, proxy: Proxy, wire: Wire, parser: str
 ) -> AsyncIterator[aioredis.Redis]:
