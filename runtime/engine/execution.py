@@ -93,12 +93,13 @@ def _waits_last(
 ) -> Coroutine[Any, Any, Any]:
     """The coroutine of a task the workflow body creates (a branch of ``asyncio.gather``),
     made to end with its suspension only after the loop's next turn."""
-    if context.get(current_execution) is None or context.get(current_step) is not None:
+    execution = context.get(current_execution)
+    if execution is None or context.get(current_step) is not None:
         return coro  # not a task of a workflow (the worker's, the store's, a step's own)
-    return _suspending_after_a_turn(coro)
+    return _suspending_after_a_turn(execution, coro)
 
 
-async def _suspending_after_a_turn(coro: Coroutine[Any, Any, Any]) -> Any:
+async def _suspending_after_a_turn(execution: Execution, coro: Coroutine[Any, Any, Any]) -> Any:
     # A wait without its answer stands for one that takes long (hours), so a branch's end
     # already decided by the log must come first. Race closed: in ``gather(hook(...),
     # step())`` the hook's Suspend ended its task at once, before the step's recorded final
@@ -111,6 +112,10 @@ async def _suspending_after_a_turn(coro: Coroutine[Any, Any, Any]) -> Any:
         return await coro
     except Suspend:
         await asyncio.sleep(0)
+        raise
+    except (Exception, Blocked):
+        if execution.body_suspended:
+            execution.failed_after_body = True  # see Execution.run
         raise
 
 
@@ -135,6 +140,12 @@ class Execution(Endings):
     a lost lease, an unreachable store or an interrupted write unwind it with
     :class:`Abort` and nothing more is written.
     """
+
+    # In this pass: the body raised Suspend (its branches still running are being settled),
+    # and one of the body's branches failed after that. (Class defaults: a pass that
+    # suspends sets and resets them.)
+    body_suspended = False
+    failed_after_body = False
 
     def __init__(
         self,
@@ -257,17 +268,13 @@ class Execution(Endings):
         while self.children and (pending := [t for t in self.children if not t.done()]):
             await asyncio.wait(pending)
 
-    def _failed_beside(self) -> bool:
-        """Whether a task the workflow started (not one whose outcome a first() takes)
-        ended with a failure of its own, not a suspension."""
-        for task in self.children:
-            if task.done() and not task.cancelled() and task not in self.owned:
-                # (``_exception``, not ``exception()``: a failure nothing retrieved stays
-                # logged, as asyncio logs it)
-                exc = getattr(task, "_exception", None)
-                if exc is not None and not isinstance(exc, Suspend | Abort | ReplayEnded):
-                    return True
-        return False
+    def _branch_failed_after_body(self, recorded: int) -> bool:
+        """Whether a branch of the body failed after the body suspended in this pass, which
+        recorded something (the log held ``recorded`` events when it began); the pass's
+        flags start again."""
+        failed = self.failed_after_body
+        self.body_suspended = self.failed_after_body = False
+        return failed and self.event_count + self.writes.event_count > recorded
 
     def suspend_on(self, wait: str, step_id: str | None = None) -> Suspend:
         """The Suspend a wait raises, registered so that the suspension records it."""
@@ -370,6 +377,10 @@ class Execution(Endings):
             try:
                 try:
                     result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
+                except Suspend:
+                    if self.children:  # (a branch still running may fail now)
+                        self.body_suspended = True
+                    raise
                 finally:
                     await self._settle_children()
                 try:
@@ -380,19 +391,18 @@ class Execution(Endings):
                     self.children.clear()
                     self.owned.clear()
             except Suspend as suspend:
-                if (
-                    self.children
-                    and self._failed_beside()
-                    and self.event_count + self.writes.event_count > recorded
-                ):
-                    # A branch failed after the body had suspended (a gathered step that
-                    # failed for good after an await, while a gathered wait suspended at
-                    # once): what asyncio's gather raises first in real time is that
-                    # failure, hours before the wait's answer. Another pass replays it from
-                    # the log, where it ends its branch before the wait does
-                    # (_suspending_after_a_turn). Only after a pass that recorded
+                if self.body_suspended and self._branch_failed_after_body(recorded):
+                    # A branch of the body failed after the body had suspended (a gathered
+                    # step that failed for good after an await, while a gathered wait
+                    # suspended at once): what asyncio's gather raises first in real time
+                    # is that failure, hours before the wait's answer. Another pass
+                    # replays it from the log, where it ends its branch before the wait
+                    # does (_suspending_after_a_turn). Only after a pass that recorded
                     # something: a failure that replays as it ran (after an await of its
-                    # own) would loop.
+                    # own) would loop. (Only the body's own branches count: a failure a
+                    # step handled inside itself, or one the body had seen before it
+                    # suspended, e.g. gather(return_exceptions=True), is no reason to run
+                    # a suspended step_hook step's body again.)
                     again = True
                 else:
                     arrived = await self._suspend(suspend)

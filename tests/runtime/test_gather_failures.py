@@ -5,6 +5,7 @@ took, as it does in real time (the wait's answer would come hours later)."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -162,3 +163,55 @@ async def test_returning_while_the_gathers_wait_has_no_answer_is_refused(
     assert info.status is RunStatus.FAILED
     assert info.error is not None and info.error["type"] == "UsageError"
     assert "a gather that raised another branch's failure first" in info.error["message"]
+
+
+bodies_run: Counter[str] = Counter()
+
+
+@step
+async def agent_turn(label: str) -> Any:
+    bodies_run[label] += 1  # (an LLM call, say: what a needless pass would pay again)
+    return await step_hook("ask")
+
+
+async def _tool_that_fails() -> None:
+    await asyncio.sleep(0.02)
+    raise ValueError("a tool is down")
+
+
+@step
+async def tools_with_one_down() -> str:
+    results = await asyncio.gather(_tool_that_fails(), asyncio.sleep(0), return_exceptions=True)
+    return f"{sum(isinstance(r, Exception) for r in results)} of 2 tools failed"
+
+
+@workflow(name="gf_step_handles_its_failure")
+async def gf_step_handles_its_failure() -> Any:
+    return await asyncio.gather(agent_turn("inside a step"), tools_with_one_down())
+
+
+@workflow(name="gf_body_saw_the_failure")
+async def gf_body_saw_the_failure() -> Any:
+    await asyncio.gather(fails_at_once(), return_exceptions=True)
+    return await agent_turn("seen by the body")
+
+
+@pytest.mark.parametrize(
+    ("wf", "label"),
+    [
+        (gf_step_handles_its_failure, "inside a step"),
+        (gf_body_saw_the_failure, "seen by the body"),
+    ],
+    ids=["handled_inside_a_step", "seen_by_the_body"],
+)
+async def test_a_failure_the_code_handled_runs_no_step_again(
+    rt: Runtime, worker: Worker, wf: Any, label: str
+) -> None:
+    """Only a branch of the body failing after the body suspended takes another pass: a
+    task a step started and handled, or a failure the body had taken before it suspended,
+    does not, or the suspended step_hook step's body would run twice in one execution."""
+    bodies_run.clear()
+    run_id = await rt.start(wf)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    assert bodies_run[label] == 1
