@@ -172,7 +172,7 @@ export class ChatWidget extends EventTarget {
   startOver({ keepLog }) {
     if (this.conn) this.conn.stop();
     this.conn = null;
-    const queued = this.queue.map((id) => this.visitors.get(id)).filter(Boolean);
+    this.requeueUnacked();
     if (keepLog) {
       this.bubbles = new Map();
       this.prompts = new Map();
@@ -180,8 +180,10 @@ export class ChatWidget extends EventTarget {
       this.expired = false;
       this.lastId = "0-0";
     } else {
+      // what the visitor wrote and the server did not confirm is sent in the new one
+      const unsent = this.unsent();
       this.reset();
-      for (const item of queued) this.add(item.bubble.node);
+      this.carry(unsent);
     }
     this.session = null;
     this.store.session = null;
@@ -192,9 +194,13 @@ export class ChatWidget extends EventTarget {
   followOtherTab(session) {
     if (session === this.session || !session) return;
     if (this.conn) this.conn.stop();
+    this.conn = null;
+    this.requeueUnacked();
+    const unsent = this.unsent();
     this.reset();
     this.session = session;
     this.connect();
+    this.carry(unsent);
     this.refresh();
   }
 

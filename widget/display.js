@@ -71,7 +71,11 @@ export const display = {
   },
 
   add(node, opts = {}) {
-    this.view.log.append(node);
+    const log = this.view.log;
+    // Messages carried into this conversation are not in it yet: what the server replays
+    // of it comes above them.
+    const held = "held" in node.dataset ? null : log.querySelector(":scope > [data-held]");
+    log.insertBefore(node, held);
     this.changed(opts);
   },
 

@@ -3,7 +3,8 @@
 // the server refuses a new one while the session's run is going). A refusal the visitor
 // can do nothing about shows the reason and a Retry button; "busy" and "rate limited" are
 // retried by themselves. Answers to prompts go the same way, at once. A message in flight
-// when the socket drops is queued again and re-sent once it is back.
+// when the socket drops is queued again and re-sent once it is back. What is not confirmed
+// yet goes along into a new conversation (this tab's or another tab's "New conversation").
 //
 // These are methods of ChatWidget (chat.js installs them on its prototype).
 
@@ -20,6 +21,8 @@ export const sending = {
     if (this.expired) this.startOver({ keepLog: true });
     const clientId = `c${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
     const bubble = new VisitorBubble(clean, this.lang, this.t);
+    // after messages kept below the conversation, and kept there with them
+    if (this.view.log.querySelector(":scope > [data-held]")) bubble.node.dataset.held = "";
     this.visitors.set(clientId, { bubble, text: clean, state: "queued", ref: null });
     this.queue.push(clientId);
     this.add(bubble.node, { force: true });
@@ -73,7 +76,7 @@ export const sending = {
       setTimeout(() => this.flush(), BUSY_RETRY_MS);
       return;
     }
-    this.fail(sent.clientId, why);
+    this.fail(sent.clientId, frame.error);
   },
 
   sendFromComposer() {
@@ -104,6 +107,7 @@ export const sending = {
     if (!ref) return;
     item.state = "sending";
     item.ref = ref;
+    this.release(item);
     item.bubble.setState("sending", { note: item.busy ? this.t("queuedBusy") : this.t("sending") });
     this.refs.set(ref, { kind: "message", clientId });
     this.activeRun = "starting";
@@ -123,7 +127,38 @@ export const sending = {
   dequeue(clientId) {
     this.queue = this.queue.filter((id) => id !== clientId);
     const item = this.visitors.get(clientId);
-    if (item) item.state = "sent";
+    if (item) {
+      item.state = "sent";
+      this.release(item);
+    }
+  },
+
+  /** The messages not confirmed yet, in order (queued, in flight, refused). */
+  unsent() {
+    return this.queue.map((id) => [id, this.visitors.get(id)]).filter(([, item]) => item && item.state !== "sent");
+  },
+
+  /** Messages of the conversation left go on in this one, with their client ids: queued
+   *  ones are sent, refused ones keep their Retry. They stay below what the server replays
+   *  of this conversation until they are sent. */
+  carry(items) {
+    for (const [clientId, item] of items) {
+      if (this.visitors.has(clientId)) continue;
+      const failed = item.state === "failed";
+      Object.assign(item, { state: failed ? "failed" : "queued", ref: null, busy: false });
+      this.visitors.set(clientId, item);
+      this.queue.push(clientId);
+      item.bubble.node.dataset.held = "";
+      this.add(item.bubble.node, { force: true });
+      if (failed) this.fail(clientId, item.error);
+      else this.noteQueued(clientId);
+    }
+    this.flush();
+  },
+
+  /** A message carried is no longer kept below the conversation once it is in it. */
+  release(item) {
+    delete item.bubble.node.dataset.held;
   },
 
   /** The socket dropped: a message sent and not acked goes back to the queue, sent again
@@ -146,14 +181,17 @@ export const sending = {
     if (this.activeRun === "starting") this.activeRun = null;
   },
 
-  fail(clientId, why) {
+  /** The server refused the message (`code`): it stays, with the reason and a Retry. */
+  fail(clientId, code) {
     const item = this.visitors.get(clientId);
     if (!item) return;
     item.state = "failed";
+    item.error = code;
     item.bubble.setState("failed", {
-      note: this.t("notSent", { reason: why }),
+      note: this.t("notSent", { reason: reason(this.t, code) }),
       onRetry: () => {
         item.state = "queued";
+        item.error = null;
         if (!this.queue.includes(clientId)) this.queue.push(clientId);
         this.noteQueued(clientId);
         this.flush();
