@@ -4,7 +4,8 @@
 // Everything shown comes from the server's replay of the session (so a new tab, or the
 // page reopened days later, shows the conversation once, pending prompt included); the
 // only local state is what the visitor typed and the server has not confirmed yet
-// (queued while offline or while the agent is busy, with a retry when refused).
+// (queued while offline or while the agent is busy, with a retry when refused), also kept
+// in the browser's storage until the server confirms it.
 
 //
 // Its methods live in modules by concept, installed on its prototype below: display.js
@@ -17,7 +18,7 @@ import { frames } from "./frames.js";
 import { pickLanguage, translator } from "./i18n.js";
 import { notice } from "./messages.js";
 import { sending } from "./sending.js";
-import { ConversationStore } from "./storage.js";
+import { ConversationStore, UnsentStore } from "./storage.js";
 import { buildView } from "./view.js";
 
 export class ChatWidget extends EventTarget {
@@ -31,6 +32,7 @@ export class ChatWidget extends EventTarget {
     this.lang = pickLanguage(options.lang, document.documentElement.lang, navigator.language);
     this.t = translator(this.lang, options.strings || {});
     this.store = new ConversationStore(this.server, this.agent);
+    this.unsentStore = new UnsentStore(this.store.key);
     this.view = buildView(host, {
       mode: this.mode,
       title: options.title,
@@ -50,6 +52,7 @@ export class ChatWidget extends EventTarget {
     this.session = this.store.session;
     if (this.session) this.connect();
     else if (this.isOpen) this.createSession();
+    this.unsentStore.takeOver((messages) => this.restore(messages));
     this.refresh();
     if (options.open && !this.isOpen) this.open();
   }
@@ -62,6 +65,7 @@ export class ChatWidget extends EventTarget {
     this.queue = []; // client ids of messages waiting to be sent, in order
     this.activeRun = null; // the run answering now: a run id, or "starting"
     this.ended = new Set(); // runs whose status frame came (an ack may come after it)
+    this.shown = new Set(); // client ids of the visitor messages the server has shown
     this.recovering = null; // the AgentBubble being re-streamed after a crash
     this.slow = false;
     this.expired = false;

@@ -72,8 +72,8 @@ export const display = {
 
   add(node, opts = {}) {
     const log = this.view.log;
-    // Messages carried into this conversation are not in it yet: what the server replays
-    // of it comes above them.
+    // Messages carried into this conversation, or restored after a reload, are not in it
+    // yet: what the server replays of it comes above them.
     const held = "held" in node.dataset ? null : log.querySelector(":scope > [data-held]");
     log.insertBefore(node, held);
     this.changed(opts);

@@ -35,6 +35,7 @@ export const frames = {
   },
 
   onVisitor(frame) {
+    if (frame.client_id) this.shown.add(frame.client_id);
     const mine = frame.client_id && this.visitors.get(frame.client_id);
     if (mine) {
       mine.bubble.confirm(frame.id);

@@ -4,7 +4,8 @@
 // can do nothing about shows the reason and a Retry button; "busy" and "rate limited" are
 // retried by themselves. Answers to prompts go the same way, at once. A message in flight
 // when the socket drops is queued again and re-sent once it is back. What is not confirmed
-// yet goes along into a new conversation (this tab's or another tab's "New conversation").
+// yet is also kept in the browser's storage (UnsentStore), so a reload sends it too, and
+// it goes along into a new conversation (this tab's or another tab's "New conversation").
 //
 // These are methods of ChatWidget (chat.js installs them on its prototype).
 
@@ -27,6 +28,7 @@ export const sending = {
     this.queue.push(clientId);
     this.add(bubble.node, { force: true });
     this.noteQueued(clientId);
+    this.remember();
     this.flush();
   },
 
@@ -131,6 +133,7 @@ export const sending = {
       item.state = "sent";
       this.release(item);
     }
+    this.remember();
   },
 
   /** The messages not confirmed yet, in order (queued, in flight, refused). */
@@ -138,12 +141,19 @@ export const sending = {
     return this.queue.map((id) => [id, this.visitors.get(id)]).filter(([, item]) => item && item.state !== "sent");
   },
 
-  /** Messages of the conversation left go on in this one, with their client ids: queued
-   *  ones are sent, refused ones keep their Retry. They stay below what the server replays
-   *  of this conversation until they are sent. */
+  /** Keep what is not confirmed in the browser's storage (a reload sends it). */
+  remember() {
+    const kept = ([id, item]) => (item.state === "failed" ? { id, text: item.text, failed: item.error } : { id, text: item.text });
+    this.unsentStore.save(this.unsent().map(kept));
+  },
+
+  /** Messages of the conversation left (or of a tab that is gone) go on in this one, with
+   *  their client ids: queued ones are sent, refused ones keep their Retry. They stay below
+   *  what the server replays of this conversation until they are sent. */
   carry(items) {
     for (const [clientId, item] of items) {
-      if (this.visitors.has(clientId)) continue;
+      // a page reloaded before the ack: the replay may already have shown it
+      if (this.visitors.has(clientId) || this.shown.has(clientId)) continue;
       const failed = item.state === "failed";
       Object.assign(item, { state: failed ? "failed" : "queued", ref: null, busy: false });
       this.visitors.set(clientId, item);
@@ -153,10 +163,20 @@ export const sending = {
       if (failed) this.fail(clientId, item.error);
       else this.noteQueued(clientId);
     }
+    this.remember();
     this.flush();
   },
 
-  /** A message carried is no longer kept below the conversation once it is in it. */
+  /** A list of messages kept by a page that is gone (this tab before a reload). */
+  restore(messages) {
+    this.carry(messages.map(({ id, text, failed }) => {
+      const item = { bubble: new VisitorBubble(text, this.lang, this.t), text, state: "queued", ref: null };
+      if (typeof failed === "string") Object.assign(item, { state: "failed", error: failed });
+      return [id, item];
+    }));
+  },
+
+  /** A message carried or restored is no longer kept below the conversation once it is in it. */
   release(item) {
     delete item.bubble.node.dataset.held;
   },
@@ -194,10 +214,12 @@ export const sending = {
         item.error = null;
         if (!this.queue.includes(clientId)) this.queue.push(clientId);
         this.noteQueued(clientId);
+        this.remember();
         this.flush();
         this.view.input.focus();
       },
     });
+    this.remember();
   },
 
   answer(token, payload) {

@@ -29,7 +29,8 @@ class Relay:
       type ``cut_type``), the server gets
       it but nothing more reaches the page; when the server acks it, the socket drops;
       (``"frame"``): the message is dropped on the way and the socket drops;
-    - ``blocked``: new sockets are refused (the page keeps reconnecting);
+    - ``blocked``: new sockets are refused (the page keeps reconnecting); ``cut()`` drops
+      the open ones;
     - ``hold``: the server's session frames (not the replies to the page's own frames)
       are kept back, as for a tab that lags behind; ``release()`` delivers them.
     """
@@ -42,12 +43,14 @@ class Relay:
         self.held: list[tuple[WebSocketRoute, str | bytes]] = []
         self.sent: list[dict[str, Any]] = []  # the page's frames, as the server got them
         self.replies: list[dict[str, Any]] = []  # the server's replies to them
+        self.open: list[tuple[WebSocketRoute, WebSocketRoute]] = []
 
     def __call__(self, ws: WebSocketRoute) -> None:
         if self.blocked:
             ws.close()
             return
         server = ws.connect_to_server()
+        self.open.append((ws, server))
         state = {"cut": False, "waiting_ack": None}
 
         def from_page(message: str | bytes) -> None:
@@ -82,6 +85,12 @@ class Relay:
 
         ws.on_message(from_page)
         server.on_message(from_server)
+
+    def cut(self) -> None:
+        open_, self.open = self.open, []
+        for ws, server in open_:
+            ws.close()
+            server.close()
 
     def release(self) -> None:
         self.hold = False
