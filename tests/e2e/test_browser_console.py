@@ -317,3 +317,26 @@ def test_traceback_version_children_and_retry(page: Page, apps_stack: Stack) -> 
     page.goto(f"{stack.url}/console#/runs/{failed}")
     expect(page.get_by_role("heading", name=f"Run {failed}")).to_be_visible()
     expect(page.get_by_role("button", name="Retry")).to_have_count(0)
+
+
+def test_restart_is_offered_where_the_server_takes_it_and_a_refusal_is_said(
+    page: Page, stack: Stack
+) -> None:
+    run_id, token = start_agent(stack)
+    stack.workers[0].stop()  # what the answer below sends to the workers stays pending
+    sign_in(page, stack)
+    page.goto(f"{stack.url}/console#/runs/{run_id}")
+    expect(page.locator(".pc-facts .pc-status")).to_have_text("suspended")
+    restart = page.get_by_role("button", name="Restart (new run, same input)")
+    expect(restart).to_be_visible()
+    # The run is answered elsewhere while the page shows it (the focus in its hook card
+    # keeps the page from being read again): the server now refuses the restart.
+    page.locator(".pc-hook").get_by_role("button", name="Parley Cloud").focus()
+    r = stack.http.post(f"/api/hooks/{token}", json={"payload": "Parley Cloud"})
+    assert r.status_code == 200, r.text
+    assert stack.http.get(f"/api/runs/{run_id}").json()["status"] == "pending"
+    restart.click()
+    expect(page.locator("#pc-toast")).to_contain_text("a pending run cannot be restarted now")
+    # read again: a pending run is not offered a restart at all
+    expect(page.locator(".pc-facts .pc-status")).to_have_text("pending")
+    expect(restart).to_have_count(0)

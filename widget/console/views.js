@@ -6,6 +6,7 @@ import { t } from "./strings.js";
 
 const STATUSES = ["pending", "running", "suspended", "blocked", "parked", "completed", "failed", "cancelled"];
 const FINISHED = new Set(["completed", "failed", "cancelled"]);
+const RESTARTS_REFUSED = new Set(["pending", "running"]);
 
 // A pending hook: its prompt, run, age and deadline, and its answer form (the widget's).
 export function hookCard(hook, me, { showRun = true } = {}) {
@@ -161,11 +162,16 @@ export async function runView(main, me, runId, { live: hooksLive } = {}) {
       runView(main, me, runId);
     } }));
   }
-  if (me.permissions.includes("start")) {
-    actions.append(el("button", { type: "button", text: "Restart (new run, same input)", onclick: async () => {
-      const reply = await api(`/api/runs/${runId}/restart`, { method: "POST" });
-      toast(`Started ${reply.run_id}`);
-      location.hash = `#/runs/${reply.run_id}`;
+  // not offered where the server refuses it: a run a worker is about to take or holds
+  if (me.permissions.includes("start") && !RESTARTS_REFUSED.has(run.status)) {
+    actions.append(el("button", { type: "button", text: "Restart (new run, same input)", onclick: async (event) => {
+      event.currentTarget.disabled = true;
+      // it may have been picked up since this page was read: the server then says why not
+      try {
+        const reply = await api(`/api/runs/${runId}/restart`, { method: "POST" });
+        toast(`Started ${reply.run_id}`);
+        location.hash = `#/runs/${reply.run_id}`;
+      } catch (exc) { toast(exc.message); runView(main, me, runId); }
     } }));
   }
   const facts = el("dl", { class: "pc-facts" },
