@@ -340,3 +340,34 @@ def test_restart_is_offered_where_the_server_takes_it_and_a_refusal_is_said(
     # read again: a pending run is not offered a restart at all
     expect(page.locator(".pc-facts .pc-status")).to_have_text("pending")
     expect(restart).to_have_count(0)
+
+
+def test_a_run_that_continued_as_new_is_shown_finished(page: Page, stack: Stack) -> None:
+    r = stack.http.post("/api/runs", json={"workflow": "widget_continued", "args": ["hi"]})
+    assert r.status_code == 201, r.text
+    run_id: str = r.json()["run_id"]
+    wait_until(
+        lambda: bool(stack.http.get(f"/api/runs/{run_id}").json()["pending_hooks"]),
+        20,
+        "a question",
+    )
+    [hook] = stack.http.get(f"/api/runs/{run_id}").json()["pending_hooks"]
+    stack.http.post(f"/api/hooks/{hook['token']}", json={"payload": "alpha"})
+    wait_until(
+        lambda: stack.http.get(f"/api/runs/{run_id}").json()["status"] == "continued",
+        20,
+        "the run to continue as new",
+    )
+    sign_in(page, stack)
+    page.get_by_label("Status").select_option("continued")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("tbody tr")).to_have_count(1)
+    expect(page.locator("tbody tr").first).to_contain_text(run_id)
+
+    reads: list[str] = []
+    page.on("request", lambda req: reads.append(req.url) if req.url.endswith(run_id) else None)
+    page.goto(f"{stack.url}/console#/runs/{run_id}")
+    expect(page.locator(".pc-facts .pc-status")).to_have_text("continued")
+    expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)  # finished
+    page.wait_for_timeout(2_500)  # a run still going is read again every 2 s; not this one
+    assert len(reads) == 1, reads

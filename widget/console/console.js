@@ -2,7 +2,7 @@
 // inbox (live: the server pushes every change of the pending hooks) and metrics.
 import { api, auth, live } from "./api.js";
 import { el, toast } from "./dom.js";
-import { inboxView, metricsView, runView, runsView, tickAges } from "./views.js";
+import { FINISHED, inboxView, metricsView, runView, runsView, tickAges } from "./views.js";
 
 const main = document.getElementById("pc-main");
 const nav = document.querySelector(".pc-nav");
@@ -74,7 +74,7 @@ async function route() {
     if (section === "runs" && parts[1]) {
       const run = await runView(main, me, parts[1]);
       // A run still going is re-read every 2 s (the form being typed in is kept if nothing changed).
-      if (!["completed", "failed", "cancelled"].includes(run.status)) {
+      if (!FINISHED.has(run.status)) {
         let last = JSON.stringify(run);
         refresh = setInterval(async () => {
           if (main.contains(document.activeElement) && document.activeElement.closest(".pc-hook")) return;

@@ -4,8 +4,9 @@ import { api } from "./api.js";
 import { age, duration, el, json, statusBadge, toast, when } from "./dom.js";
 import { t } from "./strings.js";
 
-const STATUSES = ["pending", "running", "suspended", "blocked", "parked", "completed", "failed", "cancelled"];
-const FINISHED = new Set(["completed", "failed", "cancelled"]);
+const STATUSES = ["pending", "running", "suspended", "blocked", "parked", "completed", "failed", "cancelled", "continued"];
+// as runtime/models.py's FINISHED_STATUSES: nothing to cancel, nothing more to read
+export const FINISHED = new Set(["completed", "failed", "cancelled", "continued"]);
 const RESTARTS_REFUSED = new Set(["pending", "running"]);
 
 // A pending hook: its prompt, run, age and deadline, and its answer form (the widget's).
