@@ -371,3 +371,15 @@ def test_a_run_that_continued_as_new_is_shown_finished(page: Page, stack: Stack)
     expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)  # finished
     page.wait_for_timeout(2_500)  # a run still going is read again every 2 s; not this one
     assert len(reads) == 1, reads
+
+
+def test_the_inbox_link_is_named_with_the_number_of_approvals_waiting(
+    page: Page, stack: Stack
+) -> None:
+    start_agent(stack)
+    sign_in(page, stack)
+    sections = page.get_by_role("navigation", name="Console sections")
+    expect(sections.locator("#pc-inbox-count")).to_have_text("1")
+    expect(
+        sections.get_by_role("link", name=re.compile("^Approvals inbox"))
+    ).to_have_accessible_name("Approvals inbox 1 waiting")
