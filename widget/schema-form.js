@@ -56,6 +56,12 @@ function field(name, schema, required, t, { labelledBy = null } = {}) {
     input = el("input", { id, name, type: "number", step: schema.type === "integer" ? "1" : "any" });
     if (typeof schema.minimum === "number") input.min = String(schema.minimum);
     if (typeof schema.maximum === "number") input.max = String(schema.maximum);
+    if (schema.type === "integer") {
+      // step=1 counts from the minimum: a fractional minimum alone would let fractions by
+      input.addEventListener("input", () => {
+        input.setCustomValidity(input.value === "" || Number.isInteger(input.valueAsNumber) ? "" : t("wholeNumber"));
+      });
+    }
   } else {
     input = el("input", { id, name, type: schema.format === "email" ? "email" : "text", autocomplete: "off" });
     if (schema.maxLength) input.setAttribute("maxlength", String(schema.maxLength));
@@ -63,8 +69,8 @@ function field(name, schema, required, t, { labelledBy = null } = {}) {
   if (required) input.required = true;
   if (labelledBy) input.setAttribute("aria-labelledby", labelledBy);
   const read = () => {
-    if (schema.type === "number") return input.value === "" ? undefined : Number(input.value);
-    if (schema.type === "integer") return input.value === "" ? undefined : parseInt(input.value, 10);
+    // the number the browser validated ("1e3" is 1000; parseInt read it as 1)
+    if (schema.type === "number" || schema.type === "integer") return input.value === "" ? undefined : input.valueAsNumber;
     if (Array.isArray(schema.enum)) return schema.enum[input.selectedIndex];
     return input.value;
   };

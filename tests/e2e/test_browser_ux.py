@@ -33,6 +33,12 @@ def ask_for_the_long_answer(page: Page, until_step: int) -> None:
     expect(answer).to_contain_text(f"step {until_step} of the")
 
 
+def say(page: Page, text: str) -> None:
+    box = page.get_by_label("Your message")
+    box.fill(text)
+    box.press("Enter")
+
+
 def agent_page(page: Page, site: HostSite, make_stack: Callable[..., Stack], agent: str) -> Stack:
     stack = make_stack(PARLEY_ALLOWED_ORIGINS=site.origin)
     site.pages["/"] = embed_page(
@@ -106,13 +112,32 @@ def test_keyboard_only_every_prompt_kind(
     screenshot(page, "ux-1-keyboard")
 
 
+def test_an_integer_is_answered_as_the_number_typed_and_a_fraction_is_refused(
+    page: Page, site: HostSite, make_stack: Callable[..., Stack]
+) -> None:
+    agent_page(page, site, make_stack, "widget_kinds")
+    say(page, "start")
+    page.get_by_role("button", name="Pro").click()
+    page.get_by_role("button", name="Yes").click()
+    city = page.get_by_role("textbox", name="Which city?")
+    city.fill("Lyon")
+    city.press("Enter")
+    users = page.get_by_role("spinbutton", name="How many users?")
+    users.fill("2.5")  # not an integer: refused, not cut to 2
+    users.press("Enter")
+    assert users.evaluate("i => i.validity.valid") is False
+    expect(page.locator(".parley-prompt[data-state=pending]")).to_have_count(1)
+    users.fill("1e3")  # a whole number in exponent form: 1000
+    users.press("Enter")
+    expect(page.get_by_text("You answered: 1000")).to_be_visible()
+    expect(page.get_by_role("group", name="How do we reach you?")).to_be_visible()
+
+
 def test_markdown_renders_and_markup_stays_text(
     page: Page, site: HostSite, make_stack: Callable[..., Stack]
 ) -> None:
     agent_page(page, site, make_stack, "widget_markup")
-    box = page.get_by_label("Your message")
-    box.fill("show me")
-    box.press("Enter")
+    say(page, "show me")
     agent = page.locator(".parley-agent").first
     expect(agent.locator("strong")).to_have_text(["Bold"])
     link = agent.get_by_role("link", name="safe link")
