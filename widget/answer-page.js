@@ -8,6 +8,14 @@ const holder = document.getElementById("parley-form");
 const error = document.getElementById("parley-error");
 const result = document.getElementById("parley-result");
 
+// The refusals of POST /a/<link> (server/links.py) that no second try can change: the
+// question answered, expired (or its link), withdrawn, closed by a first(), its run ended
+// or gone, the link altered or signed with a retired key.
+const FINAL = new Set([
+  "hook_already_answered", "hook_expired", "hook_cancelled", "hook_closed", "run_finished",
+  "hook_not_found", "run_not_found", "invalid_link",
+]);
+
 function lock(form) {
   for (const control of form.querySelectorAll("button, input, select, textarea")) control.disabled = true;
 }
@@ -34,8 +42,8 @@ async function submit(payload) {
     reply = { message: "The server could not be reached; try again." };
   }
   error.textContent = reply.message || "The answer was not accepted.";
-  // A refusal that will not change (answered, expired, cancelled): keep the form locked.
-  if (!["already_answered", "hook_already_answered", "hook_expired", "hook_cancelled", "run_finished", "expired", "bad_signature", "unknown_key"].includes(reply.error)) {
+  // Only an answer that does not fit, or a server out of reach, may be given again.
+  if (!FINAL.has(reply.error)) {
     for (const control of holder.querySelectorAll("button, input, select, textarea")) control.disabled = false;
   }
 }

@@ -383,3 +383,43 @@ def test_the_inbox_link_is_named_with_the_number_of_approvals_waiting(
     expect(
         sections.get_by_role("link", name=re.compile("^Approvals inbox"))
     ).to_have_accessible_name("Approvals inbox 1 waiting")
+
+
+def test_the_answer_page_stays_locked_after_a_refusal_no_second_try_can_change(
+    page: Page, make_stack: Callable[..., Stack]
+) -> None:
+    stack = make_stack(PARLEY_LINK_KEYS=LINK_KEY)
+    # A question a first() closes: the other one is answered first.
+    r = stack.http.post("/api/runs", json={"workflow": "widget_first", "args": ["hi"]})
+    assert r.status_code == 201, r.text
+    first_run = r.json()["run_id"]
+    wait_until(
+        lambda: len(stack.http.get(f"/api/runs/{first_run}").json()["pending_hooks"]) == 2,
+        20,
+        "the two questions",
+    )
+    hooks = {
+        h["name"]: h["token"]
+        for h in stack.http.get(f"/api/runs/{first_run}").json()["pending_hooks"]
+    }
+    closed = stack.http.post(f"/api/hooks/{hooks['close']}/link", json={}).json()["url"]
+    page.goto(closed)
+    stack.http.post(f"/api/hooks/{hooks['channel']}", json={"payload": "Email"})
+    page.get_by_role("button", name="Yes").click()
+    expect(page.get_by_role("alert")).to_have_text(
+        "The conversation went on without it: it no longer takes answers."
+    )
+    for name in ("Yes", "No"):
+        expect(page.get_by_role("button", name=name)).to_be_disabled()
+
+    # A link whose key the server retired while the page was open.
+    _, token = start_agent(stack)
+    retired = stack.http.post(f"/api/hooks/{token}/link", json={}).json()["url"]
+    page.goto(retired)
+    stack.stop_server()
+    stack.env["PARLEY_LINK_KEYS"] = "k2=another-link-secret-0123456789ab"
+    stack.start_server()
+    page.get_by_role("button", name="Parley Cloud").click()
+    expect(page.get_by_role("alert")).to_contain_text("with key 'k1'")
+    expect(page.get_by_role("button", name="Parley Cloud")).to_be_disabled()
+    assert stack.pending_hooks()  # nothing was answered
