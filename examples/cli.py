@@ -73,7 +73,7 @@ def _demo_command(args: argparse.Namespace) -> int:
             print(f"parley demo: {reason}", file=sys.stderr, flush=True)
             args.redis = VOLATILE_URL
         else:
-            data_dir = args.data_dir or DemoSettings.from_env().data_dir
+            data_dir = (args.data_dir or DemoSettings.from_env().data_dir).expanduser().resolve()
             private = PrivateRedis(data_dir, binary)
             try:
                 args.redis = private.start()
