@@ -96,10 +96,14 @@ def _waits_last(
     execution = context.get(current_execution)
     if execution is None or context.get(current_step) is not None:
         return coro  # not a task of a workflow (the worker's, the store's, a step's own)
-    return _suspending_after_a_turn(execution, coro)
+    # (the factory runs in the creating task: a branch the body itself made, or a branch's)
+    of_the_body = asyncio.current_task() is execution.body_task
+    return _suspending_after_a_turn(execution, coro, of_the_body)
 
 
-async def _suspending_after_a_turn(execution: Execution, coro: Coroutine[Any, Any, Any]) -> Any:
+async def _suspending_after_a_turn(
+    execution: Execution, coro: Coroutine[Any, Any, Any], of_the_body: bool
+) -> Any:
     # A wait without its answer stands for one that takes long (hours), so a branch's end
     # already decided by the log must come first. Race closed: in ``gather(hook(...),
     # step())`` the hook's Suspend ended its task at once, before the step's recorded final
@@ -114,7 +118,8 @@ async def _suspending_after_a_turn(execution: Execution, coro: Coroutine[Any, An
         await asyncio.sleep(0)
         raise
     except (Exception, Blocked):
-        if execution.body_suspended:
+        # (a failure inside a branch that the branch handles is no concern of the body's)
+        if of_the_body and execution.body_suspended:
             execution.failed_after_body = True  # see Execution.run
         raise
 
@@ -146,6 +151,7 @@ class Execution(Endings):
     # suspends sets and resets them.)
     body_suspended = False
     failed_after_body = False
+    body_task: asyncio.Task[Any] | None = None  # the task running the workflow's body
 
     def __init__(
         self,
@@ -363,6 +369,7 @@ class Execution(Endings):
         # waits for them before it suspends or ends, so a step still running in one branch
         # records its result, and nothing of the run goes on after it.
         track_tasks(asyncio.get_running_loop(), _adopt, _scope_task, _waits_last)
+        self.body_task = asyncio.current_task()
         while True:
             again = False  # the suspension was refused: another pass
             recorded = self.event_count + self.writes.event_count  # the log's size, as known

@@ -196,13 +196,27 @@ async def gf_body_saw_the_failure() -> Any:
     return await agent_turn("seen by the body")
 
 
+async def _falls_back_inside() -> str:
+    try:
+        await asyncio.gather(fails_after_a_while())
+    except StepFailed:
+        return "fell back"
+    return "no failure"
+
+
+@workflow(name="gf_branch_handles_its_failure")
+async def gf_branch_handles_its_failure() -> Any:
+    return await asyncio.gather(agent_turn("inside a branch"), _falls_back_inside())
+
+
 @pytest.mark.parametrize(
     ("wf", "label"),
     [
         (gf_step_handles_its_failure, "inside a step"),
         (gf_body_saw_the_failure, "seen by the body"),
+        (gf_branch_handles_its_failure, "inside a branch"),
     ],
-    ids=["handled_inside_a_step", "seen_by_the_body"],
+    ids=["handled_inside_a_step", "seen_by_the_body", "handled_inside_a_branch"],
 )
 async def test_a_failure_the_code_handled_runs_no_step_again(
     rt: Runtime, worker: Worker, wf: Any, label: str

@@ -271,6 +271,11 @@ class RedisStore(ExecutionStore, SessionStore, InspectionStore, AdviceStore):
                     f" (fits_session); got session {session!r}",
                     run_id=run_id,
                 )
+            if retention_seconds < 1:  # (EXPIRE 0 would delete the outbox at once)
+                raise UsageError(
+                    f"a start's message needs the session's retention, got {retention_seconds}",
+                    run_id=run_id,
+                )
             args += [message, retention_seconds]
         created = await self.scripts.start(keys=keys.declared, args=args)
         return bool(created)

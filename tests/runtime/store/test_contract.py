@@ -294,6 +294,12 @@ async def test_a_start_with_a_message_posts_it_only_when_it_creates_the_run(
         await store.start(loose, "wf", session, START_DATA, message=message)
     assert refused.value.run_id == loose
     assert await store.get_run(loose) is None
+    # without the session's retention (EXPIRE 0 would delete the outbox): refused
+    other = store.new_run_id(session)
+    with pytest.raises(UsageError, match="retention"):
+        await store.start(other, "wf", session, START_DATA, message=again)
+    assert await store.get_run(other) is None
+    assert len(await store.read_outbox(session, "0-0", 10, None)) == 1
 
 
 async def test_start_creates_the_run_once(store: Store) -> None:
