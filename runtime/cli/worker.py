@@ -17,7 +17,7 @@ from ..ids import check_name
 from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
 from ..worker import Worker
 from ..worker.leases import sweep_idle_ms
-from .ops import add_allow_memory, embedded_store_refused
+from .ops import _positive_int, add_allow_memory, embedded_store_refused
 
 # Container allocations between two young collections in a worker process (CPython's
 # default: 700; CPython 3.11 counts allocations less deallocations, and at this threshold
@@ -33,7 +33,7 @@ def add_command(sub: Any, add_common: Any) -> None:
     parser.add_argument(
         "--app", action="append", required=True, help="module defining the workflows (repeatable)"
     )
-    parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    parser.add_argument("--concurrency", type=_positive_int, default=DEFAULT_CONCURRENCY)
     parser.add_argument(
         "--workflow",
         action="append",

@@ -22,7 +22,7 @@ from types import ModuleType
 from .._codec import Duration
 from ..client import Runtime
 from ..engine.replay_cache import DEFAULT_REPLAY_CACHE_SIZE, ReplayCache
-from ..errors import StoreUnavailable
+from ..errors import StoreUnavailable, UsageError
 from ..metrics import Metrics
 from ..registry import find_workflow, import_apps, registered_workflows
 from ..settings import (
@@ -80,6 +80,8 @@ class Worker:
         consumer_sweep_idle: Duration = DEFAULT_CONSUMER_SWEEP_IDLE,
         consumer_sweep_interval: float = CONSUMER_SWEEP_SECONDS,
     ) -> None:
+        if concurrency < 1:
+            raise UsageError(f"concurrency must be at least 1, got {concurrency!r}")
         sweep_idle = sweep_idle_ms(consumer_sweep_idle)  # before anything: a bad setting
         import_apps(app)
         self.runtime = runtime

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from runtime import Runtime, Worker, step, step_hook, workflow
+from runtime.errors import UsageError
 from tests.processes import PARTITIONS, ROOT
 from tests.raw_redis import raw
 
@@ -166,3 +167,16 @@ def test_runs_list_refuses_a_limit_below_one() -> None:
         out = parley_on("runs", "list", "--limit", limit, "--redis", "redis://127.0.0.1:1/0")
         assert out.returncode == 2, out
         assert f"--limit: expected a positive integer, got {limit!r}" in out.stderr
+
+
+def test_a_worker_refuses_a_concurrency_below_one() -> None:
+    """A worker with no execution slot would start, say it is ready and execute nothing."""
+    for value in ("0", "-4", "many"):
+        out = parley_on(
+            "worker", "--app", "tests.apps.hitl_app", "--allow-memory", "--concurrency", value
+        )
+        assert out.returncode == 2, out
+        assert f"--concurrency: expected a positive integer, got {value!r}" in out.stderr
+    for concurrency in (0, -4):
+        with pytest.raises(UsageError, match="concurrency must be at least 1"):
+            Worker(Runtime("memory://"), concurrency=concurrency)
