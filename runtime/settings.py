@@ -49,6 +49,7 @@ demos need no network and no key.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -146,7 +147,7 @@ class Settings:
         return cls(
             redis_url=env.get("REDIS_URL") or None,
             partitions=_int(env, "PARLEY_PARTITIONS", DEFAULT_PARTITIONS),
-            log_level=env.get("PARLEY_LOG_LEVEL", "INFO"),
+            log_level=log_level(env.get("PARLEY_LOG_LEVEL") or "INFO", "PARLEY_LOG_LEVEL"),
             log_format=env.get("PARLEY_LOG_FORMAT", "text").lower(),
             metrics_port=_int(env, "PARLEY_METRICS_PORT", 0),
             consumer_sweep_idle=env.get("PARLEY_CONSUMER_SWEEP_IDLE")
@@ -237,6 +238,16 @@ def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default
     if value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
     return value
+
+
+def log_level(raw: str, name: str) -> str:
+    """``raw`` as one of logging's level names (``info`` is ``INFO``); ``name`` is where
+    it was given, for the error."""
+    level = raw.strip().upper()
+    known = logging.getLevelNamesMapping()
+    if level not in known:
+        raise ValueError(f"{name} must be one of {', '.join(known)}; got {raw!r}")
+    return level
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

@@ -10,12 +10,13 @@ packages above it.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
 from .. import logs
-from ..settings import Settings
+from ..settings import Settings, log_level
 from . import ops, replay, worker
 
 Handler = Callable[[argparse.Namespace], int]
@@ -23,16 +24,32 @@ ENTRY_POINT_GROUP = "parley.commands"
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
-    """The options every command has: the store, its partitions, the log level."""
-    settings = Settings.from_env()
+    """The options every command has: the store, its partitions, the log level. Their
+    defaults come from the environment in :func:`main`, once parsed: building the parser
+    reads no setting, so ``--help`` works whatever the environment holds."""
     parser.add_argument(
         "--redis",
-        default=settings.redis_url,
+        default=None,
         help="store URL (redis://host:port/db, redis+cluster://..., or memory:// for the "
         "embedded store); default: $REDIS_URL",
     )
-    parser.add_argument("--partitions", type=int, default=settings.partitions)
-    parser.add_argument("--log-level", default=settings.log_level)
+    parser.add_argument(
+        "--partitions", type=int, default=None, help="default: $PARLEY_PARTITIONS, else 16"
+    )
+    parser.add_argument(
+        "--log-level",
+        type=_log_level,
+        default=None,
+        help="a logging level name (DEBUG, INFO, WARNING, ...); default: $PARLEY_LOG_LEVEL, "
+        "else INFO",
+    )
+
+
+def _log_level(text: str) -> str:
+    try:
+        return log_level(text, "--log-level")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logs.configure(args.log_level, Settings.from_env().log_format)
+    try:  # once, before any command: a malformed variable is a line, not a traceback
+        settings = Settings.from_env()
+    except ValueError as exc:
+        print(f"parley: {exc}", file=sys.stderr)
+        return 2
+    if args.redis is None:
+        args.redis = settings.redis_url
+    if args.partitions is None:
+        args.partitions = settings.partitions
+    if args.log_level is None:
+        args.log_level = settings.log_level
+    logs.configure(args.log_level, settings.log_format)
     handler: Handler = args.handler
     return handler(args)

@@ -44,7 +44,7 @@ def add_command(sub: Any, add_common: Any) -> None:
     )
     parser.add_argument(
         "--version",
-        default=Settings.from_env().version,
+        default=None,
         help="this deployment's version, recorded by the runs this worker starts executing "
         "(default: $PARLEY_VERSION, else none)",
     )
@@ -57,8 +57,8 @@ def add_command(sub: Any, add_common: Any) -> None:
     parser.add_argument(
         "--metrics-port",
         type=int,
-        default=Settings.from_env().metrics_port,
-        help="serve Prometheus metrics on this port (0: off)",
+        default=None,
+        help="serve Prometheus metrics on this port (0: off; default: $PARLEY_METRICS_PORT)",
     )
     add_allow_memory(parser)
     parser.set_defaults(handler=_worker_command)
@@ -67,6 +67,11 @@ def add_command(sub: Any, add_common: Any) -> None:
 def _worker_command(args: argparse.Namespace) -> int:
     if embedded_store_refused(args, "worker"):
         return 2
+    settings = Settings.from_env()  # read (and checked) by main() already
+    if args.version is None:
+        args.version = settings.version
+    if args.metrics_port is None:
+        args.metrics_port = settings.metrics_port
     try:  # checked before anything starts: a typo in the environment, said plainly
         sweep_idle_ms(Settings.from_env().consumer_sweep_idle)
     except UsageError as exc:

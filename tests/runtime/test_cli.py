@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from runtime import Runtime, Worker, step, step_hook, workflow
 from runtime.errors import UsageError
+from runtime.settings import Settings
 from tests.processes import PARTITIONS, ROOT
 from tests.raw_redis import raw
 
@@ -180,3 +182,45 @@ def test_a_worker_refuses_a_concurrency_below_one() -> None:
     for concurrency in (0, -4):
         with pytest.raises(UsageError, match="concurrency must be at least 1"):
             Worker(Runtime("memory://"), concurrency=concurrency)
+
+
+def parley_with(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The command with ``env`` over an environment without any ``PARLEY_*`` variable."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}
+    full.pop("REDIS_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli", *args],
+        cwd=ROOT,
+        env={**full, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PARLEY_PARTITIONS", "abc"),
+        ("PARLEY_EVENT_LOOP", "trio"),
+        ("PARLEY_LINK_KEYS", "nokeyhere"),
+        ("PARLEY_REQUEST_TIMEOUT", "-1"),
+        ("PARLEY_METRICS_PORT", "nine"),
+        ("PARLEY_LOG_LEVEL", "verbose"),
+    ],
+)
+def test_a_malformed_setting_is_one_line_not_a_traceback(name: str, value: str) -> None:
+    out = parley_with({name: value}, "runs", "list", "--redis", "redis://127.0.0.1:1/0")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-400:]
+    assert out.stderr.startswith(f"parley: {name}") and out.stderr.count("\n") == 1, out.stderr
+    helped = parley_with({name: value}, "worker", "--help")
+    assert helped.returncode == 0 and "--concurrency" in helped.stdout, helped.stderr[-400:]
+
+
+def test_a_log_level_is_one_of_loggings_names() -> None:
+    out = parley_on("runs", "list", "--log-level", "loud", "--redis", "redis://127.0.0.1:1/0")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-400:]
+    assert "--log-level must be one of" in out.stderr and "got 'loud'" in out.stderr
+    assert Settings.from_env({"PARLEY_LOG_LEVEL": "debug"}).log_level == "DEBUG"
+    with pytest.raises(ValueError, match="PARLEY_LOG_LEVEL must be one of"):
+        Settings.from_env({"PARLEY_LOG_LEVEL": "verbose"})
