@@ -30,7 +30,7 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_DEMO_MODEL_API_KEY`` | (none) | its key |
 | ``PARLEY_DEMO_PROMPT_TIMEOUT`` | ``10m`` | how long the demo agents wait for an answer |
 | ``PARLEY_DEMO_CHUNK_DELAY`` | 0.03 | seconds between the scripted models' chunks |
-| ``PARLEY_TRACING`` | (off) | ``1``: OpenTelemetry spans, global provider (``runtime.tracing``) |
+| ``PARLEY_TRACING`` | 0 | ``1`` (true, yes, on; or 0, false, no, off): spans, global provider |
 | ``PARLEY_TRACING_FILE`` | (none) | spans of a ``parley`` process as JSON lines in this file |
 | ``PARLEY_EVENT_LOOP`` | auto | ``auto``: uvloop when installed; ``asyncio``: asyncio's own loop |
 | ``PARLEY_CRASH_AT`` | (none) | fault injection for tests (``runtime._faults``) |
@@ -148,7 +148,7 @@ class Settings:
             redis_url=env.get("REDIS_URL") or None,
             partitions=_int(env, "PARLEY_PARTITIONS", DEFAULT_PARTITIONS),
             log_level=log_level(env.get("PARLEY_LOG_LEVEL") or "INFO", "PARLEY_LOG_LEVEL"),
-            log_format=env.get("PARLEY_LOG_FORMAT", "text").lower(),
+            log_format=_choice(env, "PARLEY_LOG_FORMAT", ("text", "json"), "text"),
             metrics_port=_int(env, "PARLEY_METRICS_PORT", 0),
             consumer_sweep_idle=env.get("PARLEY_CONSUMER_SWEEP_IDLE")
             or DEFAULT_CONSUMER_SWEEP_IDLE,
@@ -161,7 +161,7 @@ class Settings:
             link_keys=_pairs(env, "PARLEY_LINK_KEYS"),
             public_url=(env.get("PARLEY_PUBLIC_URL") or "").rstrip("/") or None,
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
-            tracing=env.get("PARLEY_TRACING", "").lower() in ("1", "true", "yes", "on"),
+            tracing=_choice(env, "PARLEY_TRACING", _SWITCH, "0") in ("1", "true", "yes", "on"),
             tracing_file=env.get("PARLEY_TRACING_FILE") or None,
             event_loop=_choice(env, "PARLEY_EVENT_LOOP", ("auto", "asyncio"), "auto"),
             session_rate=env.get("PARLEY_SESSION_RATE") or DEFAULT_SESSION_RATE,
@@ -231,6 +231,9 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if not 0 < seconds < float("inf"):
         raise ValueError(f"{name} must be a positive number of seconds, got {raw!r}")
     return seconds
+
+
+_SWITCH = ("0", "1", "false", "true", "no", "yes", "off", "on")  # a boolean variable
 
 
 def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:

@@ -224,3 +224,21 @@ def test_a_log_level_is_one_of_loggings_names() -> None:
     assert Settings.from_env({"PARLEY_LOG_LEVEL": "debug"}).log_level == "DEBUG"
     with pytest.raises(ValueError, match="PARLEY_LOG_LEVEL must be one of"):
         Settings.from_env({"PARLEY_LOG_LEVEL": "verbose"})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("PARLEY_LOG_FORMAT", "jsonl"), ("PARLEY_TRACING", "enabled")]
+)
+def test_an_unknown_value_is_refused_not_ignored(name: str, value: str) -> None:
+    out = parley_with({name: value}, "runs", "list", "--redis", "redis://127.0.0.1:1/0")
+    assert out.returncode == 2 and out.stderr.startswith(f"parley: {name} must be one of")
+    assert f"got {value!r}" in out.stderr, out.stderr
+
+
+def test_the_log_format_and_tracing_take_their_known_values() -> None:
+    assert Settings.from_env({}).log_format == "text" and not Settings.from_env({}).tracing
+    assert Settings.from_env({"PARLEY_LOG_FORMAT": "JSON"}).log_format == "json"
+    for on in ("1", "true", "Yes", "on"):
+        assert Settings.from_env({"PARLEY_TRACING": on}).tracing
+    for off in ("0", "false", "no", "OFF", ""):
+        assert not Settings.from_env({"PARLEY_TRACING": off}).tracing
