@@ -20,6 +20,7 @@ import contextlib
 import ipaddress
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,21 @@ def parse_rate(rate: str, setting: str) -> list[RateLimitItem]:
             f"{setting}: expected a rate like '30/minute' or '5/second;100/hour', or 'off'; "
             f"got {rate!r} ({exc})"
         ) from None
+
+
+def check_trusted_proxies(entries: Sequence[str], setting: str) -> None:
+    """Each entry an IP, a network without host bits (``10.0.0.0/8``) or ``*``: uvicorn
+    takes any other string as a literal no peer ever matches, so a typo would silently
+    ignore every proxy's ``X-Forwarded-For``. A ValueError naming the setting and entry."""
+    for entry in entries:
+        if entry == "*":
+            continue
+        try:
+            ipaddress.ip_network(entry, strict=True)
+        except ValueError as exc:
+            raise ValueError(
+                f"{setting}: {entry!r} is not an IP, a network like '10.0.0.0/8', or '*' ({exc})"
+            ) from None
 
 
 def storage_for(store_url: str) -> Storage:

@@ -27,7 +27,7 @@ import uvicorn
 from runtime import Runtime, tracing
 from runtime.settings import Settings
 
-from .abuse import parse_rate, storage_for
+from .abuse import check_trusted_proxies, parse_rate, storage_for
 from .app import create_app
 from .auth import KeyConfigError, keys_from_settings
 from .context import ServerConfig
@@ -108,6 +108,7 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         origins = OriginPolicy.from_list(settings.allowed_origins)
         parse_rate(settings.session_rate, "PARLEY_SESSION_RATE")
         parse_rate(settings.message_rate, "PARLEY_MESSAGE_RATE")
+        check_trusted_proxies(settings.trusted_proxies, "PARLEY_TRUSTED_PROXIES")
         storage_for(url)
     except ValueError as exc:
         print(f"parley {serving.name}: {exc}", file=sys.stderr)

@@ -17,9 +17,9 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
-from runtime import Runtime
+from runtime import Runtime, cli
 from server import ServerConfig, create_app
-from server.abuse import AbuseLimits, RateLimited, client_key
+from server.abuse import AbuseLimits, RateLimited, check_trusted_proxies, client_key
 
 from .conftest import API_KEY, wait_run
 from .server_process import ServerProcess
@@ -252,3 +252,22 @@ def test_half_sent_requests_are_timed_out_by_a_real_server(redis_url: str) -> No
         print("\nhalf-sent requests closed after (s):", {k: round(v, 2) for k, v in took.items()})
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("entry", ["10.0.0.1/24", "nginx", "10.0.0.0/33", "::1/200"])
+def test_a_malformed_trusted_proxy_is_refused_at_startup(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], entry: str
+) -> None:
+    """uvicorn takes an entry that is no IP or network (host bits set, a hostname) as a
+    literal no peer matches: every proxy's X-Forwarded-For would be ignored, silently."""
+    monkeypatch.setenv("PARLEY_API_KEY", API_KEY)
+    monkeypatch.setenv("PARLEY_TRUSTED_PROXIES", f"10.1.0.0/16, 127.0.0.1, ::1, *, {entry}")
+    with socket.socket() as taken:  # were it to start anyway, it fails at once (status 3)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert cli.main(["server", "--redis", "memory://", "--port", port]) == 2
+    said = capsys.readouterr()
+    assert f"parley server: PARLEY_TRUSTED_PROXIES: {entry!r} is not an IP" in said.err
+    assert "parley server on" not in said.out
+    check_trusted_proxies(["10.1.0.0/16", "127.0.0.1", "::1", "fd00::/8", "*"], "X")
