@@ -24,7 +24,8 @@ def compose() -> dict[str, Any]:
 
 
 def _settings_read_by_the_code() -> set[str]:
-    pattern = re.compile(r"""(?:environ|env)(?:\.get)?[\(\[]\s*["']([A-Z_]+)["']""")
+    # env["X"], env.get("X"), getenv("X"), or a settings helper's _choice(env, "X", ...)
+    pattern = re.compile(r"""(?:environ|env)(?:\.get\(|\(|\[|,)\s*["']([A-Z_]+)["']""")
     names: set[str] = set()
     for folder in ("runtime", "server", "examples"):
         for path in (ROOT / folder).rglob("*.py"):
