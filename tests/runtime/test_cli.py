@@ -242,3 +242,23 @@ def test_the_log_format_and_tracing_take_their_known_values() -> None:
         assert Settings.from_env({"PARLEY_TRACING": on}).tracing
     for off in ("0", "false", "no", "OFF", ""):
         assert not Settings.from_env({"PARLEY_TRACING": off}).tracing
+
+
+def test_a_redis_url_naming_another_kind_of_server_is_an_error_not_a_traceback() -> None:
+    """A URL whose port is an HTTP server's (a typo, a port taken meanwhile): what answers
+    does not speak Redis' protocol. Before, redis-py's InvalidResponse ("got 'H' as reply
+    type byte") was a traceback; now it is the store being unavailable, said in one line."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"redis://127.0.0.1:{server.server_address[1]}/0"
+        out = parley_on("hooks", "list", "--redis", url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert out.returncode == 1 and out.stderr.startswith("error: "), out.stderr
+    assert "unavailable" in out.stderr

@@ -8,13 +8,16 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import InvalidResponse
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...errors import StoreUnavailable
 
 P = ParamSpec("P")
 R = TypeVar("R")
-OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
+# (InvalidResponse: what answered is not speaking Redis' protocol: a URL naming another
+# server's port, or a connection corrupted on the way; a traceback before)
+OUTAGE = (RedisConnectionError, RedisTimeoutError, InvalidResponse, OSError)
 
 
 def unavailable(exc: BaseException) -> StoreUnavailable:
