@@ -70,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"parley: {exc}", file=sys.stderr)
         return 2
+    args.settings = settings  # (the commands read the environment through this one reading)
     if args.redis is None:
         args.redis = settings.redis_url
     if args.partitions is None:

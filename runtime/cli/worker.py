@@ -67,13 +67,13 @@ def add_command(sub: Any, add_common: Any) -> None:
 def _worker_command(args: argparse.Namespace) -> int:
     if embedded_store_refused(args, "worker"):
         return 2
-    settings = Settings.from_env()  # read (and checked) by main() already
+    settings: Settings = args.settings  # read (and checked) by main()
     if args.version is None:
         args.version = settings.version
     if args.metrics_port is None:
         args.metrics_port = settings.metrics_port
     try:  # checked before anything starts: a typo in the environment, said plainly
-        sweep_idle_ms(Settings.from_env().consumer_sweep_idle)
+        sweep_idle_ms(settings.consumer_sweep_idle)
     except UsageError as exc:
         print(f"parley worker: {exc}", file=sys.stderr)
         return 2
@@ -81,7 +81,8 @@ def _worker_command(args: argparse.Namespace) -> int:
 
 
 async def _run_worker(args: argparse.Namespace) -> int:
-    tracing.configure(Settings.from_env())
+    settings: Settings = args.settings
+    tracing.configure(settings)
     try:
         # What is wrong before the worker starts (the store's URL, its partitions, the
         # version, Redis down) is said in a line; once it runs, it rides out outages.
@@ -95,7 +96,7 @@ async def _run_worker(args: argparse.Namespace) -> int:
             workflows=args.workflow,
             version=args.version,
             serve_versions=args.serve_version,
-            consumer_sweep_idle=Settings.from_env().consumer_sweep_idle,
+            consumer_sweep_idle=settings.consumer_sweep_idle,
         )
         await runtime.connect()
     except ParleyError as exc:
