@@ -214,14 +214,19 @@ def test_a_message_whose_run_input_is_too_large_is_not_shown(redis_url: str) -> 
         assert len(client.get("/api/runs", headers=AUTH).json()["runs"]) == 1
 
 
+def assert_refused_unshown(client: TestClient, client_id: str, error: str) -> None:
+    """A first message in a new session is refused with ``error``, and nothing is shown."""
+    session = new_session(client)
+    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
+        ws.receive_json()
+        reply = reply_to(ws, "hello", client_id, 1)
+    assert reply["type"] == "error" and reply["error"] == error, reply
+    assert visitor_texts(client, session) == []
+
+
 def test_a_message_whose_workflow_is_not_deployed_is_not_shown(redis_url: str) -> None:
     with make_client(redis_url, chat_workflow="srv_not_deployed") as client:
-        session = new_session(client)
-        with client.websocket_connect(f"/ws/sessions/{session}") as ws:
-            ws.receive_json()
-            reply = reply_to(ws, "hello", "c1", 1)
-        assert reply["type"] == "error" and reply["error"] == "workflow_not_found", reply
-        assert visitor_texts(client, session) == []
+        assert_refused_unshown(client, "c1", "workflow_not_found")
 
 
 def test_a_socket_cannot_answer_another_sessions_hook(client: TestClient) -> None:
@@ -345,9 +350,4 @@ def test_a_page_may_pick_another_offered_agent(redis_url: str, monkeypatch: Any)
 def test_a_client_id_with_a_trailing_newline_is_malformed(client: TestClient) -> None:
     """``^...$`` with ``match`` took "c1\n" (``$`` matches before a final newline): the id
     went into the session's messages and its idempotency key."""
-    session = new_session(client)
-    with client.websocket_connect(f"/ws/sessions/{session}") as ws:
-        ws.receive_json()
-        reply = reply_to(ws, "hello", "c1\n", 1)
-    assert reply["type"] == "error" and reply["error"] == "malformed", reply
-    assert visitor_texts(client, session) == []
+    assert_refused_unshown(client, "c1\n", "malformed")
