@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 try:
     from langchain_core.language_models import BaseChatModel
@@ -162,19 +162,28 @@ class HumanTool:
 
 
 # transcript surgery ---------------------------------------------------------------------
-def _last_ai(messages: Sequence[BaseMessage]) -> AIMessage | None:
-    for message in reversed(messages):
-        if isinstance(message, AIMessage):
-            return message
+def _last_ai_at(messages: Sequence[BaseMessage]) -> int | None:
+    for at in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[at], AIMessage):
+            return at
     return None
 
 
+def _last_ai(messages: Sequence[BaseMessage]) -> AIMessage | None:
+    at = _last_ai_at(messages)
+    return None if at is None else cast(AIMessage, messages[at])
+
+
 def _unanswered(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """The newest AI message's tool calls that no ToolMessage answers yet, in order."""
-    last = _last_ai(messages)
-    if last is None:
+    """The newest AI message's tool calls that no ToolMessage after it answers yet, in
+    order. Only the messages after it count: a call id is unique within one AI message,
+    not across turns (some OpenAI-compatible servers number each reply's calls from
+    ``call_0`` again), and an earlier turn's result must not pass for this one's."""
+    at = _last_ai_at(messages)
+    if at is None:
         return []
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    last = cast(AIMessage, messages[at])
+    answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolMessage)}
     return [dict(call) for call in last.tool_calls if call.get("id") not in answered]
 
 

@@ -24,11 +24,19 @@ from langchain_core.messages import (
     ToolMessage,
     messages_from_dict,
 )
+from langchain_core.tools import BaseTool, tool
+from pydantic import BaseModel
 
 from examples import langchain_agent as demo
 from examples import trace
-from runtime import InvalidPayload, RunStatus, Runtime, Worker
-from runtime.integrations.langchain import decode_transcript, encode_transcript
+from runtime import InvalidPayload, RunStatus, Runtime, Worker, step, workflow
+from runtime.integrations.langchain import (
+    HumanTool,
+    create_agent_graph,
+    decode_transcript,
+    encode_transcript,
+    run_agent,
+)
 from tests.helpers import running
 from tests.raw_redis import raw
 
@@ -262,3 +270,86 @@ def test_encode_decode_preserves_every_message_field() -> None:
     assert isinstance(ai, AIMessage)
     assert [c["id"] for c in ai.tool_calls] == ["call_a", "call_b"]
     assert ai.content == transcript[2].content
+
+
+# Agents built here from a model that replies by turn -------------------------------------
+class TurnModel(demo.ScriptedChatModel):
+    """Replies ``replies[n]`` to a transcript holding n AI messages: the same reply on
+    every re-execution, whatever happened in between."""
+
+    replies: list[AIMessage]
+
+    async def _reply(self, messages: list[BaseMessage]) -> AIMessage:
+        return self.replies[sum(isinstance(m, AIMessage) for m in messages)].model_copy()
+
+
+class AskArgs(BaseModel):
+    question: str
+
+
+ASK = HumanTool("ask", "Ask the person.", AskArgs)
+DONE: list[str] = []  # what the side-effecting tool did, in order
+
+
+@tool
+async def ship(order: str) -> str:
+    """Ship an order (a side effect)."""
+    DONE.append(order)
+    return f"shipped {order}"
+
+
+def calls(*calls: tuple[str, dict[str, Any], str]) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": n, "args": a, "id": i} for n, a, i in calls])
+
+
+AGENTS: dict[str, Any] = {}  # by workflow name: the step finds its agent there
+WORKFLOWS: set[str] = set()
+
+
+def agent_workflow(name: str, replies: list[AIMessage], tools: list[BaseTool]) -> str:
+    """A workflow whose one step runs an agent on ``replies`` (registered once per name)."""
+    AGENTS[name] = create_agent_graph(TurnModel(replies=replies), tools, [ASK])
+    if name in WORKFLOWS:
+        return name
+
+    @step(name=f"{name}_step")
+    async def agent_step() -> list[dict[str, Any]]:
+        transcript = await run_agent(AGENTS[name], [HumanMessage("hi")], [ASK], stream=False)
+        return encode_transcript(transcript)
+
+    @workflow(name=name)
+    async def agent_wf() -> list[dict[str, Any]]:
+        return await agent_step()
+
+    WORKFLOWS.add(name)
+    return name
+
+
+async def test_a_tool_call_id_reused_by_a_later_turn_still_asks_the_person(lrt: Runtime) -> None:
+    """Call ids are unique within one AI message only: some OpenAI-compatible servers
+    number each reply's calls from ``call_0`` again. The human call of turn 1 is not taken
+    for answered by the ToolMessage of turn 0's call with the same id."""
+    DONE.clear()
+    name = agent_workflow(
+        "lc_reused_ids",
+        [
+            calls(("ship", {"order": "A-1"}, "call_0")),
+            calls(("ask", {"question": "Gift wrap?"}, "call_0")),
+            AIMessage("wrapped and shipped"),
+        ],
+        [ship],
+    )
+    worker = Worker(lrt, timer_tick=0.01)
+    run_id = await lrt.start(name)
+    await worker.drain()
+    [pending] = await lrt.list_hooks(run_id=run_id)
+    assert pending.prompt == "Gift wrap?"
+    assert await lrt.resume_hook(pending.token, "yes")
+    await worker.drain()
+    transcript = decode_transcript(await lrt.wait(run_id, timeout=5))
+    assert [(type(m).__name__, m.text) for m in transcript[-3:]] == [
+        ("AIMessage", ""),
+        ("ToolMessage", "yes"),
+        ("AIMessage", "wrapped and shipped"),
+    ]
+    assert DONE == ["A-1"]
