@@ -64,6 +64,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 import orjson
 
 from .._codec import Duration
+from ..engine.failures import outage
 from ..errors import UsageError
 from ..ids import NAME_RE
 from ..workflow import (
@@ -251,6 +252,11 @@ def create_agent_graph(
             try:
                 results.append(await tool.ainvoke({**call, "type": "tool_call"}, config))
             except Exception as exc:  # like ToolNode: the model gets to see the error
+                if outage(exc) is not None:
+                    # Redis unreachable (a Runtime call in the tool): the step's outage,
+                    # which abandons the execution to run again after it, not the tool's
+                    # failure for the model to answer on.
+                    raise
                 results.append(_tool_error(call, f"{type(exc).__name__}: {exc}"))
         return {"messages": results}
 

@@ -29,12 +29,13 @@ from pydantic import BaseModel
 
 from examples import langchain_agent as demo
 from examples import trace
-from runtime import InvalidPayload, RunStatus, Runtime, Worker, step, workflow
+from runtime import InvalidPayload, RunStatus, Runtime, StoreUnavailable, Worker, step, workflow
 from runtime.integrations.langchain import (
     HumanTool,
     create_agent_graph,
     decode_transcript,
     encode_transcript,
+    final_text,
     run_agent,
 )
 from tests.helpers import running
@@ -353,3 +354,45 @@ async def test_a_tool_call_id_reused_by_a_later_turn_still_asks_the_person(lrt: 
         ("AIMessage", "wrapped and shipped"),
     ]
     assert DONE == ["A-1"]
+
+
+notify_calls: list[str] = []  # notify's calls, and how the first one failed ("direct", "wrapped")
+
+
+@tool
+async def notify(order: str) -> str:
+    """Tell the warehouse (through a Runtime call, which an outage fails)."""
+    notify_calls.append(order)
+    if len(notify_calls) == 1:
+        try:
+            raise StoreUnavailable("Redis is unreachable")
+        except StoreUnavailable as exc:
+            if order == "direct":
+                raise
+            raise RuntimeError("could not notify the warehouse") from exc
+    return f"notified about {order}"
+
+
+@pytest.mark.parametrize("how", ["direct", "wrapped"])
+async def test_a_redis_outage_in_a_tool_is_the_steps_outage_not_a_result_for_the_model(
+    redis_url: str, how: str
+) -> None:
+    """README: a Runtime call's StoreUnavailable that a step lets out (or raises its own
+    error from) abandons the execution, which runs again after the outage. The tool node
+    must not turn it into a tool error that the model reads and answers on."""
+    notify_calls.clear()
+    name = agent_workflow(
+        f"lc_outage_{how}",
+        [calls(("notify", {"order": how}, "c1")), AIMessage("the warehouse knows")],
+        [notify],
+    )
+    async with (
+        Runtime(redis_url, partitions=4, lease_seconds=1) as rt,
+        running(Worker(rt, timer_tick=0.01)),
+    ):
+        run_id = await rt.start(name)
+        transcript = decode_transcript(await rt.wait(run_id, timeout=15))
+    assert notify_calls == [how, how]  # abandoned, then executed again
+    [result] = [m for m in transcript if isinstance(m, ToolMessage)]
+    assert (result.content, result.status) == (f"notified about {how}", "success")
+    assert final_text(transcript) == "the warehouse knows"
