@@ -48,35 +48,75 @@ PAGE_HEADERS = {
     ),
 }
 
-# What a person sees for each reason a link cannot be used (status, title, text).
+# What a person sees for each reason a link cannot be used (status, title, text). The text
+# is the page's and also the ``message`` of a refused POST, which the answer page shows as
+# it is: so it says, in plain words, what happened and what the person can do. The
+# verifier's own wording (signatures, key ids, the link's format) is for a machine or an
+# operator, never for them.
 REFUSALS: dict[str, tuple[int, str, str]] = {
-    "not_configured": (404, "Answer links are off", "This server does not sign answer links."),
+    "not_configured": (
+        404,
+        "Answer links are off",
+        "This server does not take answers through links. "
+        "Ask whoever sent the link how else to answer.",
+    ),
     "malformed": (
         400,
         "This link is not valid",
-        "The link is incomplete or damaged: copy the whole link from the message you got.",
+        "This link is not valid: it may have been copied incompletely. "
+        "Copy the whole link from the message you got, or ask for a new link.",
     ),
     "bad_signature": (
         403,
         "This link is not valid",
-        "The link was altered, so it cannot be used. Nothing was changed.",
+        "This link is not valid: it was altered or mistyped. "
+        "Nothing was changed. Copy the whole link again, or ask for a new link.",
     ),
     "unknown_key": (
         403,
         "This link is no longer valid",
-        "The link was signed with a key this server has retired. Ask for a new link.",
+        "This link is no longer valid: it was made with a key this server no longer "
+        "accepts. Nothing was changed. Ask for a new link.",
     ),
-    "expired": (410, "This question expired", "The time to answer it has passed."),
-    "received": (409, "Already answered", "This question was already answered."),
-    "cancelled": (410, "This question was withdrawn", "Its conversation was cancelled."),
+    "expired": (
+        410,
+        "This question expired",
+        "This question expired: the time to answer it has passed. "
+        "If it still matters, ask whoever sent it to ask again.",
+    ),
+    "received": (
+        409,
+        "Already answered",
+        "This question was already answered, and it takes only one answer. Nothing more is needed.",
+    ),
+    "cancelled": (
+        410,
+        "This question was withdrawn",
+        "This question was withdrawn: its conversation was cancelled. Nothing more is needed.",
+    ),
     "closed": (
         410,
         "This question was withdrawn",
-        "The conversation went on without it: it no longer takes answers.",
+        "This question was withdrawn: the conversation went on without it, so it no longer "
+        "takes answers. Nothing more is needed.",
     ),
-    "finished": (410, "This conversation has ended", "The question no longer takes answers."),
-    "not_found": (404, "Question not found", "The question no longer exists."),
+    "finished": (
+        410,
+        "This conversation has ended",
+        "This conversation has ended, so the question no longer takes answers. "
+        "Nothing more is needed.",
+    ),
+    "not_found": (
+        404,
+        "Question not found",
+        "This question no longer exists, so it cannot be answered. Nothing more is needed.",
+    ),
 }
+
+
+def _known(reason: str) -> str:
+    """The reason as REFUSALS knows it: one it does not know is shown as a damaged link."""
+    return reason if reason in REFUSALS else "malformed"
 
 
 def _signer(ctx: ServerContext) -> LinkSigner:
@@ -121,11 +161,14 @@ def _page(title: str, body: str, status: int, *, script: bool = False) -> HTMLRe
     )
 
 
-def refusal_page(reason: str, detail: str | None = None) -> HTMLResponse:
-    status, title, text = REFUSALS.get(reason, REFUSALS["malformed"])
-    body = f'<p class="parley-msg parley-system" role="alert">{html.escape(text)}</p>'
-    if detail:
-        body += f'<p class="parley-prompt-note">{html.escape(detail)}</p>'
+def refusal_page(reason: str) -> HTMLResponse:
+    reason = _known(reason)
+    status, title, text = REFUSALS[reason]
+    # data-reason: the machine-readable reason, as the JSON refusal's "reason"
+    body = (
+        f'<p class="parley-msg parley-system" role="alert" data-reason="{html.escape(reason)}">'
+        f"{html.escape(text)}</p>"
+    )
     return _page(title, body, status)
 
 
@@ -188,10 +231,14 @@ REASON_BY_CODE = {
 }
 
 
-def _refusal_json(reason: str, message: str, **ids: Any) -> Response:
-    status = REFUSALS.get(reason, REFUSALS["malformed"])[0]
+def _refusal_json(reason: str, detail: str, **ids: Any) -> Response:
+    """A refused answer: ``error`` and ``reason`` for a machine, ``message`` for the person
+    (the answer page shows it), ``detail`` what the runtime said, for an operator."""
+    reason = _known(reason)
+    status, _, message = REFUSALS[reason]
     code = {v: k for k, v in REASON_BY_CODE.items()}.get(reason, "invalid_link")
-    return _json({"error": code, "reason": reason, "message": message, **ids}, status)
+    body = {"error": code, "reason": reason, "message": message, "detail": detail, **ids}
+    return _json(body, status)
 
 
 async def link_answer(request: Request) -> Response:
@@ -216,9 +263,9 @@ async def link_answer(request: Request) -> Response:
         reason = REASON_BY_CODE.get(exc.code)
         if reason is None:  # the answer itself is wrong (schema, size): the person may retry
             return _json({**parley_error_body(exc), "reason": exc.code}, status_of(exc))
-        return _refusal_json(reason, REFUSALS[reason][2], **ids)
+        return _refusal_json(reason, exc.message, **ids)
     if not recorded:  # the same answer again: a link is single use
-        return _refusal_json("received", REFUSALS["received"][2], **ids)
+        return _refusal_json("received", "the hook was already answered", **ids)
     return _json({"recorded": True, "answered_by": link.answered_by, **ids})
 
 

@@ -22,6 +22,7 @@ function lock(form) {
 
 async function submit(payload) {
   error.textContent = "";
+  delete error.dataset.code;
   lock(holder);
   let reply;
   try {
@@ -41,7 +42,9 @@ async function submit(payload) {
   } catch (exc) {
     reply = { message: "The server could not be reached; try again." };
   }
+  // the server's message is written for the person; its code is for a machine only
   error.textContent = reply.message || "The answer was not accepted.";
+  if (reply.error) error.dataset.code = reply.error;
   // Only an answer that does not fit, or a server out of reach, may be given again.
   if (!FINAL.has(reply.error)) {
     for (const control of holder.querySelectorAll("button, input, select, textarea")) control.disabled = false;

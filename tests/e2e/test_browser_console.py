@@ -407,7 +407,8 @@ def test_the_answer_page_stays_locked_after_a_refusal_no_second_try_can_change(
     stack.http.post(f"/api/hooks/{hooks['channel']}", json={"payload": "Email"})
     page.get_by_role("button", name="Yes").click()
     expect(page.get_by_role("alert")).to_have_text(
-        "The conversation went on without it: it no longer takes answers."
+        "This question was withdrawn: the conversation went on without it, so it no longer "
+        "takes answers. Nothing more is needed."
     )
     for name in ("Yes", "No"):
         expect(page.get_by_role("button", name=name)).to_be_disabled()
@@ -420,6 +421,38 @@ def test_the_answer_page_stays_locked_after_a_refusal_no_second_try_can_change(
     stack.env["PARLEY_LINK_KEYS"] = "k2=another-link-secret-0123456789ab"
     stack.start_server()
     page.get_by_role("button", name="Parley Cloud").click()
-    expect(page.get_by_role("alert")).to_contain_text("with key 'k1'")
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("This link is no longer valid")
+    expect(alert).to_contain_text("Ask for a new link.")
+    expect(alert).not_to_contain_text("k1")  # the verifier's wording named the key
     expect(page.get_by_role("button", name="Parley Cloud")).to_be_disabled()
+    assert stack.pending_hooks()  # nothing was answered
+
+
+def test_the_answer_page_says_in_plain_words_why_its_link_cannot_be_used(
+    page: Page, make_stack: Callable[..., Stack]
+) -> None:
+    """An answer sent through a link that is not valid (here the page's address is altered
+    or cut after it loaded): the person reads what happened and what to do, not the
+    verifier's wording ("the link's signature does not match", "expected an answer link
+    'v1.<key>...'"); the code stays on the alert for a machine."""
+    stack = make_stack(PARLEY_LINK_KEYS=LINK_KEY)
+    _, token = start_agent(stack)
+    minted = stack.http.post(f"/api/hooks/{token}/link", json={}).json()
+    v, kid, payload, sig = minted["link"].split(".")
+    altered = {
+        "altered": (f"/a/{v}.{kid}.{payload}.{sig[::-1]}", "it was altered or mistyped"),
+        "cut": (f"/a/{v}.{kid}.{payload}", "it may have been copied incompletely"),
+    }
+    for case, (path, plain) in altered.items():
+        page.goto(minted["url"])
+        page.evaluate("path => history.replaceState(null, '', path)", path)
+        page.get_by_role("button", name="Parley Cloud").click()
+        alert = page.get_by_role("alert")
+        expect(alert).to_contain_text("This link is not valid", timeout=5_000)
+        expect(alert).to_contain_text(plain)
+        text = alert.text_content() or ""
+        assert not re.search(r"signature|expected|v1\.|<|_", text), (case, text)
+        expect(alert).to_have_attribute("data-code", "invalid_link")
+        expect(page.get_by_role("button", name="Parley Cloud")).to_be_disabled()
     assert stack.pending_hooks()  # nothing was answered

@@ -5,6 +5,8 @@ change nothing; rotation keeps old links valid; answered_by on every path)."""
 from __future__ import annotations
 
 import base64
+import html
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -279,3 +281,45 @@ def test_a_link_to_a_hook_another_wait_settled_says_it_was_withdrawn(
     r = client.post(f"/a/{no}", json={"payload": "no"})
     assert (r.status_code, r.json()["error"], r.json()["reason"]) == (410, "hook_closed", "closed")
     assert events(client, run_id) == before
+
+
+# What a person must not read: the verifier's wording and the codes meant for machines.
+TECHNICAL = ("expected", "signature", "base64", "v1.", "key '", "invalid_link", "_", "<", ">")
+
+
+def _visible_text(page: str) -> str:
+    """The text a browser shows of a page: its body, tags dropped, entities decoded."""
+    body = re.sub(r"<script\b.*?</script>", " ", page.split("<body>", 1)[1], flags=re.S)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", body)).split())
+
+
+def test_a_link_that_cannot_be_used_says_so_in_plain_words(client: TestClient) -> None:
+    """The answer page shows the ``message`` of a refused answer to the person: it says
+    what happened and what they can do, not the verifier's technical wording (it was
+    "expected an answer link 'v1.<key>.<payload>.<sig>'" and the like); the codes stay
+    in ``error``, ``reason`` and the page's ``data-reason``."""
+    _, token = start_approval(client)
+    link = mint(client, token)["link"]
+    v, kid, payload, sig = _parts(link)
+    flipped = sig[:-2] + ("A" if sig[-2] != "A" else "B") + sig[-1]
+    cases = {
+        "malformed": (f"{v}.{kid}.{payload}", "copied incompletely"),
+        "bad_signature": (f"{v}.{kid}.{payload}.{flipped}", "altered or mistyped"),
+        "unknown_key": (f"{v}.k9.{payload}.{sig}", "Ask for a new link."),
+        "expired": (
+            LinkSigner([K1]).sign(token, expires_at_ms=int(time.time() * 1000) - 1),
+            "This question expired",
+        ),
+    }
+    for reason, (bad, plain) in cases.items():
+        r = client.post(f"/a/{bad}", json={"payload": {"ok": True}})
+        assert r.json()["reason"] == reason, r.text
+        message = r.json()["message"]
+        assert plain in message, (reason, message)
+        assert not [w for w in TECHNICAL if w in message], (reason, message)
+        page = client.get(f"/a/{bad}")
+        assert page.status_code == r.status_code, reason
+        assert f'data-reason="{reason}"' in page.text, (reason, page.text)
+        shown = _visible_text(page.text)
+        assert message in shown, (reason, shown)
+        assert not [w for w in TECHNICAL if w in shown], (reason, shown)
