@@ -25,6 +25,8 @@ from typing import Any
 import uvicorn
 
 from runtime import Runtime, tracing
+from runtime.cli.ops import import_app_options
+from runtime.errors import UsageError
 from runtime.settings import Settings
 
 from .abuse import check_trusted_proxies, parse_rate, storage_for
@@ -68,6 +70,11 @@ def register(sub: Any, add_common: Any) -> None:
 
 
 def _server_command(args: argparse.Namespace) -> int:
+    try:  # here, not in serve(): the demo's apps are its own, given by no --app
+        import_app_options(args.app)
+    except UsageError as exc:
+        print(f"parley server: {exc}", file=sys.stderr)
+        return 2
     settings = Settings.from_env()
     return serve(
         args,

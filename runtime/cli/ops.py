@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import sys
+import traceback
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -107,6 +109,41 @@ def embedded_store_refused(args: argparse.Namespace, what: str) -> bool:
         file=sys.stderr,
     )
     return True
+
+
+def import_app_options(apps: Sequence[str]) -> None:
+    """Import each ``--app`` module, or raise :class:`UsageError` saying which one and why
+    (before, the ImportError was a traceback). Only ImportError is taken in: any other
+    exception a module raises is a bug in it, and its traceback is what finds it."""
+    for app in apps:
+        if not all(part.isidentifier() for part in app.split(".")):
+            raise UsageError(
+                "--app: expected a module's import path (package.module, not module:attr "
+                f"or a file), got {app!r}"
+            )
+        try:
+            importlib.import_module(app)
+        except ImportError as exc:
+            raise UsageError(_import_failure(app, exc)) from None
+
+
+def _import_failure(app: str, exc: ImportError) -> str:
+    error = f"{type(exc).__name__}: {exc}"
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing is not None and (app == missing or app.startswith(missing + ".")):
+        return (
+            f"--app: expected a module this process can import, got {app!r}: {error} "
+            "(install it, or put its directory on PYTHONPATH)"
+        )
+    # Found, but its own import raised: said as such, with where (an import of a module
+    # it depends on, a name missing there), else it would read as a typo in --app.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_importlib(f)]
+    where = f" at {frames[-1].filename}, line {frames[-1].lineno}" if frames else ""
+    return f"--app {app!r}: the module was found, but importing it failed{where}: {error}"
+
+
+def _is_importlib(frame: traceback.FrameSummary) -> bool:
+    return frame.filename.startswith("<frozen ") or frame.filename == importlib.__file__
 
 
 def _command(args: argparse.Namespace) -> int:

@@ -16,8 +16,8 @@ from ..client import Runtime
 from ..engine.replayer import ReplayReport, replay
 from ..errors import ParleyError, UsageError
 from ..models import Event
-from ..registry import get_workflow, import_apps
-from .ops import report_error
+from ..registry import get_workflow
+from .ops import import_app_options, report_error
 
 
 def add_command(sub: Any, add_common: Any) -> None:
@@ -36,8 +36,8 @@ def add_command(sub: Any, add_common: Any) -> None:
 
 
 def _replay_command(args: argparse.Namespace) -> int:
-    import_apps(args.app)
     try:
+        import_app_options(args.app)
         report = asyncio.run(_replay(args))
     except ParleyError as exc:
         report_error(exc, as_json=args.json)

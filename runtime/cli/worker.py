@@ -17,7 +17,7 @@ from ..ids import check_name
 from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
 from ..worker import Worker
 from ..worker.leases import sweep_idle_ms
-from .ops import _positive_int, add_allow_memory, embedded_store_refused
+from .ops import _positive_int, add_allow_memory, embedded_store_refused, import_app_options
 
 # Container allocations between two young collections in a worker process (CPython's
 # default: 700; CPython 3.11 counts allocations less deallocations, and at this threshold
@@ -74,6 +74,7 @@ def _worker_command(args: argparse.Namespace) -> int:
         args.metrics_port = settings.metrics_port
     try:  # checked before anything starts: a typo in the environment, said plainly
         sweep_idle_ms(settings.consumer_sweep_idle)
+        import_app_options(args.app)
     except UsageError as exc:
         print(f"parley worker: {exc}", file=sys.stderr)
         return 2

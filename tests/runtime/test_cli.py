@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -262,3 +263,59 @@ def test_a_redis_url_naming_another_kind_of_server_is_an_error_not_a_traceback()
         server.server_close()
     assert out.returncode == 1 and out.stderr.startswith("error: "), out.stderr
     assert "unavailable" in out.stderr
+
+
+BROKEN_APP = "parley_test_broken_app"  # written by unimportable_apps, on PYTHONPATH
+
+
+def unimportable_apps(directory: Path) -> dict[str, tuple[str, ...]]:
+    """``--app`` values that do not import, each with what its error must say. One is a
+    module (written into ``directory``) that is found but whose own import fails: the
+    error says so, with the original error and where it was raised."""
+    (directory / f"{BROKEN_APP}.py").write_text("import parley_no_such_dependency\n")
+    return {
+        "no_such_module": (
+            "--app: expected a module this process can import, got 'no_such_module': "
+            "ModuleNotFoundError: No module named 'no_such_module'",
+        ),
+        "tests.apps.no_such_app": (
+            "got 'tests.apps.no_such_app': ModuleNotFoundError: No module named "
+            "'tests.apps.no_such_app'",
+        ),
+        "tests.apps.hitl_app:hitl": (
+            "--app: expected a module's import path (package.module, not module:attr or a "
+            "file), got 'tests.apps.hitl_app:hitl'",
+        ),
+        BROKEN_APP: (
+            f"--app {BROKEN_APP!r}: the module was found, but importing it failed at "
+            f"{directory / BROKEN_APP}.py, line 1: ModuleNotFoundError: No module named "
+            "'parley_no_such_dependency'",
+        ),
+    }
+
+
+def check_unimportable_apps_refused(
+    directory: Path, prefix: str, *command: str, env: dict[str, str] | None = None
+) -> None:
+    """``command`` with each ``--app`` of :func:`unimportable_apps`: one line starting with
+    ``prefix`` that says what was given and why it failed, and exit status 2."""
+    for app, said in unimportable_apps(directory).items():
+        out = parley_with({"PYTHONPATH": str(directory), **(env or {})}, *command, "--app", app)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-600:]
+        assert out.stderr.startswith(prefix) and out.stderr.count("\n") == 1, out.stderr
+        for part in said:
+            assert part in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("prefix", "command"),
+    [
+        ("parley worker: ", ("worker", "--allow-memory")),
+        ("error: ", ("replay", "r-" + "0" * 24, "--redis", "memory://")),
+    ],
+    ids=["worker", "replay"],
+)
+def test_an_app_that_does_not_import_is_one_line_not_a_traceback(
+    tmp_path: Path, prefix: str, command: tuple[str, ...]
+) -> None:
+    check_unimportable_apps_refused(tmp_path, prefix, *command)
