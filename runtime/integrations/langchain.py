@@ -30,13 +30,18 @@ owns suspend/resume at the step boundary, where nothing can swallow it:
    the model for the *next* turn: answered turns are not re-run (no model call, no tool
    call, no streamed text is repeated).
 
+A human call whose arguments do not fit the tool's ``args_schema`` is not asked: the tool
+node answers it with the validation error, as it answers an ordinary tool's, and the model
+calls again.
+
 Other graphs (e.g. ``create_react_agent``) work if a human call is never mixed with
-ordinary calls in one AI message: :func:`run_agent` stops the stream before their tool node.
+ordinary calls in one AI message: :func:`run_agent` stops the stream before their tool node
+(which answers a human call whose arguments do not fit, by its own validation).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any, cast
@@ -54,7 +59,7 @@ try:
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool, StructuredTool
     from langgraph.graph import END, START, MessagesState, StateGraph
-    from pydantic import BaseModel
+    from pydantic import BaseModel, ValidationError
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "runtime.integrations.langchain needs LangChain and LangGraph; install the extra: "
@@ -62,6 +67,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 import orjson
+from jsonschema.exceptions import best_match
+from jsonschema.validators import validator_for
 
 from .._codec import Duration
 from ..engine.failures import outage
@@ -137,6 +144,23 @@ class HumanTool:
             args_schema=self.args_schema,
         )
 
+    def args_error(self, args: dict[str, Any]) -> str | None:
+        """Why the model's arguments do not fit ``args_schema`` (None: they do). No graph
+        node runs a human tool, so nothing else checks them: a call that does not fit is
+        answered with the error for the model to correct, as ToolNode answers a call of an
+        ordinary tool, instead of asking the person on arguments the schema and prompt
+        functions were not written for."""
+        if isinstance(self.args_schema, dict):
+            schema = self.args_schema
+            error = best_match(validator_for(schema)(schema).iter_errors(args))
+            return None if error is None else error.message
+        try:
+            self.args_schema.model_validate(args)
+        except ValidationError as exc:  # what is wrong, without pydantic's links
+            errors = exc.errors(include_url=False)
+            return "; ".join(f"{'.'.join(map(str, e['loc'])) or '-'}: {e['msg']}" for e in errors)
+        return None
+
     def schema_for(self, args: dict[str, Any]) -> dict[str, Any] | None:
         if callable(self.answer_schema):
             return self.answer_schema(args)
@@ -188,9 +212,19 @@ def _unanswered(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     return [dict(call) for call in last.tool_calls if call.get("id") not in answered]
 
 
-def _route(messages: Sequence[BaseMessage], human: set[str]) -> str:
+HumanTools = Mapping[str, HumanTool]
+
+
+def _asks(call: dict[str, Any], human: HumanTools) -> bool:
+    """A call the person answers: of a human tool, with arguments that fit it (one that
+    does not fit goes to the tool node like an ordinary call, which answers the error)."""
+    tool = human.get(call["name"])
+    return tool is not None and tool.args_error(call["args"]) is None
+
+
+def _route(messages: Sequence[BaseMessage], human: HumanTools) -> str:
     calls = _unanswered(messages)
-    if any(call["name"] not in human for call in calls):
+    if not all(_asks(call, human) for call in calls):
         return "tools"  # ordinary calls first: their results belong before the person's
     if calls:
         return END  # only human calls left: surface them out of the graph
@@ -199,10 +233,10 @@ def _route(messages: Sequence[BaseMessage], human: set[str]) -> str:
     return "model"
 
 
-def _surfaced(messages: Sequence[BaseMessage], human: set[str]) -> HumanRequest | None:
+def _surfaced(messages: Sequence[BaseMessage], human: HumanTools) -> HumanRequest | None:
     """The first pending human call, once no ordinary call of the same message is left."""
     calls = _unanswered(messages)
-    if not calls or any(call["name"] not in human for call in calls):
+    if not calls or not all(_asks(call, human) for call in calls):
         return None
     call = calls[0]
     return HumanRequest(tool=call["name"], args=dict(call["args"]), tool_call_id=call["id"])
@@ -231,9 +265,9 @@ def create_agent_graph(
     """A ReAct-style agent (model node + tool node) that ends — instead of executing — when
     the model calls a human tool. It can be entered with any transcript: the entry router
     runs unanswered ordinary calls, else calls the model, else ends."""
-    human = {t.name for t in human_tools}
+    human = {t.name: t for t in human_tools}
     by_name = {t.name: t for t in tools}
-    if clash := human & set(by_name):
+    if clash := set(human) & set(by_name):
         raise UsageError(f"tool names used twice: {sorted(clash)}")
     bound = model.bind_tools([*tools, *(t.tool for t in human_tools)])
 
@@ -243,8 +277,10 @@ def create_agent_graph(
     async def call_tools(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         results: list[BaseMessage] = []
         for call in _unanswered(state["messages"]):
-            if call["name"] in human:
-                continue
+            if (asked := human.get(call["name"])) is not None:
+                if (error := asked.args_error(call["args"])) is not None:
+                    results.append(_tool_error(call, f"invalid arguments: {error}"))
+                continue  # a call that fits is the person's: surfaced out of the graph
             tool = by_name.get(call["name"])
             if tool is None:
                 results.append(_tool_error(call, f"unknown tool {call['name']!r}"))
@@ -301,7 +337,6 @@ async def run_agent(
     trip each); without it, work done since the last suspension re-runs after a crash.
     """
     by_name = {t.name: t for t in human_tools}
-    human = set(by_name)
     checkpoint = await load_step_checkpoint()
     if checkpoint is None:
         transcript, pending, answered = list(messages), None, []
@@ -341,10 +376,10 @@ async def run_agent(
             transcript.append(tool.result_message(answer, pending))
             answered.append(tool.name)
         # Several human calls in one AI message are asked one after the other.
-        pending = _surfaced(transcript, human)
+        pending = _surfaced(transcript, by_name)
         if pending is None:
-            transcript = await _drive(graph, transcript, human, text_out, progress, config)
-            pending = _surfaced(transcript, human)
+            transcript = await _drive(graph, transcript, by_name, text_out, progress, config)
+            pending = _surfaced(transcript, by_name)
         if pending is None:
             await delete_step_checkpoint()
             return transcript
@@ -381,7 +416,7 @@ def _session_text() -> OnText:
 async def _drive(
     graph: Any,
     transcript: list[BaseMessage],
-    human: set[str],
+    human: HumanTools,
     on_text: OnText | None,
     progress: Callable[[list[BaseMessage]], Awaitable[None]],
     config: RunnableConfig | None,

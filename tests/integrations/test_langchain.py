@@ -307,15 +307,17 @@ AGENTS: dict[str, Any] = {}  # by workflow name: the step finds its agent there
 WORKFLOWS: set[str] = set()
 
 
-def agent_workflow(name: str, replies: list[AIMessage], tools: list[BaseTool]) -> str:
+def agent_workflow(
+    name: str, replies: list[AIMessage], tools: list[BaseTool], human: HumanTool = ASK
+) -> str:
     """A workflow whose one step runs an agent on ``replies`` (registered once per name)."""
-    AGENTS[name] = create_agent_graph(TurnModel(replies=replies), tools, [ASK])
+    AGENTS[name] = create_agent_graph(TurnModel(replies=replies), tools, [human])
     if name in WORKFLOWS:
         return name
 
     @step(name=f"{name}_step")
     async def agent_step() -> list[dict[str, Any]]:
-        transcript = await run_agent(AGENTS[name], [HumanMessage("hi")], [ASK], stream=False)
+        transcript = await run_agent(AGENTS[name], [HumanMessage("hi")], [human], stream=False)
         return encode_transcript(transcript)
 
     @workflow(name=name)
@@ -396,3 +398,42 @@ async def test_a_redis_outage_in_a_tool_is_the_steps_outage_not_a_result_for_the
     [result] = [m for m in transcript if isinstance(m, ToolMessage)]
     assert (result.content, result.status) == (f"notified about {how}", "success")
     assert final_text(transcript) == "the warehouse knows"
+
+
+ASK_JSON_SCHEMA = HumanTool(
+    "ask",
+    "Ask the person.",
+    {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]},
+)
+
+
+@pytest.mark.parametrize("human", [ASK, ASK_JSON_SCHEMA], ids=["pydantic", "json-schema"])
+async def test_a_human_call_whose_arguments_do_not_fit_goes_back_to_the_model(
+    lrt: Runtime, human: HumanTool
+) -> None:
+    """The model is bound to the human tool's args_schema but no graph node runs the tool:
+    arguments that do not fit it are answered with the error, as an ordinary tool's are,
+    and the person is asked only on the model's corrected call."""
+    name = agent_workflow(
+        "lc_bad_args_" + ("json" if isinstance(human.args_schema, dict) else "pydantic"),
+        [
+            calls(("ask", {"text": "Gift wrap?"}, "c1")),
+            calls(("ask", {"question": "Gift wrap?"}, "c2")),
+            AIMessage("wrapped"),
+        ],
+        [],
+        human,
+    )
+    worker = Worker(lrt, timer_tick=0.01)
+    run_id = await lrt.start(name)
+    await worker.drain()
+    [pending] = await lrt.list_hooks(None, run_id=run_id)
+    assert pending.prompt == "Gift wrap?"
+    assert await lrt.resume_hook(pending.token, "yes")
+    await worker.drain()
+    transcript = decode_transcript(await lrt.wait(run_id, timeout=5))
+    refused, answered = [m for m in transcript if isinstance(m, ToolMessage)]
+    assert (refused.tool_call_id, refused.status) == ("c1", "error")
+    assert "invalid arguments" in refused.text and "question" in refused.text
+    assert (answered.tool_call_id, answered.text) == ("c2", "yes")
+    assert final_text(transcript) == "wrapped"
