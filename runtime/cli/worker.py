@@ -25,6 +25,8 @@ from .ops import _positive_int, add_allow_memory, embedded_store_refused, import
 # instructions at the default, 1.51-1.54 M at 20,000 to 100,000. The cost is memory:
 # cyclic garbage lives up to that many allocations longer (a few MB at most).
 YOUNG_COLLECTION_EVERY = 50_000
+# Where the metrics are served: every interface, for a scraper on another host.
+METRICS_ADDRESS = "0.0.0.0"
 
 
 def add_command(sub: Any, add_common: Any) -> None:
@@ -70,8 +72,11 @@ def _worker_command(args: argparse.Namespace) -> int:
     settings: Settings = args.settings  # read (and checked) by main()
     if args.version is None:
         args.version = settings.version
+    # Where the port was given, for the error if it is taken.
+    args.metrics_option = f"--metrics-port {args.metrics_port}"
     if args.metrics_port is None:
         args.metrics_port = settings.metrics_port
+        args.metrics_option = f"PARLEY_METRICS_PORT={args.metrics_port}"
     try:  # checked before anything starts: a typo in the environment, said plainly
         sweep_idle_ms(settings.consumer_sweep_idle)
         import_app_options(args.app)
@@ -106,15 +111,6 @@ async def _run_worker(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.stop)
-    logging.getLogger("parley.worker").info(
-        "worker %s (version %r, serving %s) started on %s (%d partitions, %s loop)",
-        worker.consumer,
-        worker.version,
-        sorted(worker.serve_versions),
-        runtime.url,
-        runtime.partitions,
-        _loop.describe(loop),
-    )
 
     async def announce_ready() -> None:
         await worker.ready.wait()
@@ -122,6 +118,25 @@ async def _run_worker(args: argparse.Namespace) -> int:
         print(f"parley worker ready {worker.consumer}", flush=True)
 
     async with runtime:
+        if args.metrics_port:
+            try:  # before the worker says it started: a port taken is a startup error
+                _serve_metrics(worker, args.metrics_port)
+            except OSError as exc:
+                print(
+                    f"parley worker: {args.metrics_option}: expected a port free to serve "
+                    f"metrics on, got {METRICS_ADDRESS}:{args.metrics_port}: {exc}",
+                    file=sys.stderr,
+                )
+                return 2
+        logging.getLogger("parley.worker").info(
+            "worker %s (version %r, serving %s) started on %s (%d partitions, %s loop)",
+            worker.consumer,
+            worker.version,
+            sorted(worker.serve_versions),
+            runtime.url,
+            runtime.partitions,
+            _loop.describe(loop),
+        )
         # What the process holds once started (modules, the registry, the connection)
         # lives as long as it: out of the collector's way, so each collection scans only
         # the executions' objects.
@@ -132,8 +147,6 @@ async def _run_worker(args: argparse.Namespace) -> int:
         # objects about to die and promotes live ones it must walk again later.
         gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
         side_tasks = [asyncio.create_task(announce_ready())]
-        if args.metrics_port:
-            _serve_metrics(worker, args.metrics_port)
         await worker.run()
         for task in side_tasks:
             task.cancel()
@@ -146,4 +159,4 @@ def _serve_metrics(worker: Worker, port: int) -> None:
     from prometheus_client import start_http_server
 
     worker.metrics.store.refresh_on_scrape(asyncio.get_running_loop(), worker.runtime)
-    start_http_server(port, addr="0.0.0.0", registry=worker.metrics.registry)
+    start_http_server(port, addr=METRICS_ADDRESS, registry=worker.metrics.registry)

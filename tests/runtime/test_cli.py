@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -319,3 +320,23 @@ def test_an_app_that_does_not_import_is_one_line_not_a_traceback(
     tmp_path: Path, prefix: str, command: tuple[str, ...]
 ) -> None:
     check_unimportable_apps_refused(tmp_path, prefix, *command)
+
+
+def test_a_metrics_port_taken_is_one_line_not_a_traceback() -> None:
+    """Said before the worker says it started, naming where the port was given."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        worker = ("worker", "--app", "tests.apps.hitl_app", "--allow-memory")
+        given = parley_with({}, *worker, "--metrics-port", str(port))
+        from_env = parley_with({"PARLEY_METRICS_PORT": str(port)}, *worker)
+    for out, option in (
+        (given, f"--metrics-port {port}"),
+        (from_env, f"PARLEY_METRICS_PORT={port}"),
+    ):
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr[-600:]
+        assert out.stderr.startswith(
+            f"parley worker: {option}: expected a port free to serve metrics on, got "
+            f"0.0.0.0:{port}: [Errno 98] Address already in use"
+        ), out.stderr
