@@ -72,7 +72,8 @@ from jsonschema.validators import validator_for
 
 from .._codec import Duration
 from ..engine.failures import outage
-from ..errors import UsageError
+from ..engine.signals import Blocked
+from ..errors import NondeterminismError, UsageError
 from ..ids import NAME_RE
 from ..workflow import (
     STEP_HOOK_TIMEOUT,
@@ -341,11 +342,25 @@ async def run_agent(
     if checkpoint is None:
         transcript, pending, answered = list(messages), None, []
     else:
+        run_id = current_run().run_id
         if checkpoint.get("v") != CHECKPOINT_VERSION:
-            raise UsageError(f"unknown langchain checkpoint version {checkpoint.get('v')!r}")
+            version = checkpoint.get("v")
+            raise UsageError(f"unknown langchain checkpoint version {version!r}", run_id=run_id)
         transcript = decode_transcript(checkpoint["messages"])
         pending = HumanRequest(**checkpoint["pending"]) if checkpoint["pending"] else None
         answered = list(checkpoint["answered"])
+        if pending is not None and pending.tool not in by_name:
+            # The code changed under the waiting run (the tool renamed or removed): blocked
+            # like a renamed step_hook, until code that has the tool retries it, rather
+            # than failed with the person's answer unused.
+            raise Blocked(
+                NondeterminismError(
+                    f"the run waits on the human tool {pending.tool!r}, which this "
+                    f"run_agent() was not given (it has {sorted(by_name)})",
+                    run_id=run_id,
+                    recorded=pending.tool,
+                )
+            )
     # step_hook ids count calls per name within one execution of the step: walk past the
     # rounds already answered (each returns its recorded answer at once, no I/O).
     for name in answered:

@@ -303,21 +303,23 @@ def calls(*calls: tuple[str, dict[str, Any], str]) -> AIMessage:
     return AIMessage("", tool_calls=[{"name": n, "args": a, "id": i} for n, a, i in calls])
 
 
-AGENTS: dict[str, Any] = {}  # by workflow name: the step finds its agent there
+AGENTS: dict[str, tuple[Any, HumanTool]] = {}  # by workflow name: the step's agent
 WORKFLOWS: set[str] = set()
 
 
 def agent_workflow(
     name: str, replies: list[AIMessage], tools: list[BaseTool], human: HumanTool = ASK
 ) -> str:
-    """A workflow whose one step runs an agent on ``replies`` (registered once per name)."""
-    AGENTS[name] = create_agent_graph(TurnModel(replies=replies), tools, [human])
+    """A workflow whose one step runs an agent on ``replies`` (registered once per name;
+    calling it again swaps the agent, as a deploy would)."""
+    AGENTS[name] = (create_agent_graph(TurnModel(replies=replies), tools, [human]), human)
     if name in WORKFLOWS:
         return name
 
     @step(name=f"{name}_step")
     async def agent_step() -> list[dict[str, Any]]:
-        transcript = await run_agent(AGENTS[name], [HumanMessage("hi")], [human], stream=False)
+        graph, asks = AGENTS[name]
+        transcript = await run_agent(graph, [HumanMessage("hi")], [asks], stream=False)
         return encode_transcript(transcript)
 
     @workflow(name=name)
@@ -436,4 +438,29 @@ async def test_a_human_call_whose_arguments_do_not_fit_goes_back_to_the_model(
     assert (refused.tool_call_id, refused.status) == ("c1", "error")
     assert "invalid arguments" in refused.text and "question" in refused.text
     assert (answered.tool_call_id, answered.text) == ("c2", "yes")
+    assert final_text(transcript) == "wrapped"
+
+
+async def test_a_human_tool_removed_while_a_run_waits_on_it_blocks_the_run(lrt: Runtime) -> None:
+    """README: a step_hook renamed or removed while its step waited on it blocks the run
+    (not failed, nothing lost); `rt.retry` resumes it once matching code runs. A human
+    tool is its step_hook: the answer must not be lost to a KeyError."""
+    replies = [calls(("ask", {"question": "Gift wrap?"}, "c1")), AIMessage("wrapped")]
+    name = agent_workflow("lc_removed_tool", replies, [])
+    worker = Worker(lrt, timer_tick=0.01)
+    run_id = await lrt.start(name)
+    await worker.drain()
+    [pending] = await lrt.list_hooks(run_id=run_id)
+    renamed = HumanTool("ask_person", "Ask the person.", AskArgs)
+    agent_workflow(name, replies, [], renamed)  # deployed while the run waits
+    assert await lrt.resume_hook(pending.token, "yes")
+    await worker.drain()
+    run = await lrt.get_run(run_id)
+    assert run.status is RunStatus.BLOCKED, run.error
+    assert "'ask'" in str(run.error)
+    agent_workflow(name, replies, [])  # rolled back
+    await lrt.retry(run_id)
+    await worker.drain()
+    transcript = decode_transcript(await lrt.wait(run_id, timeout=5))
+    assert [m.text for m in transcript if isinstance(m, ToolMessage)] == ["yes"]
     assert final_text(transcript) == "wrapped"
