@@ -10,6 +10,7 @@ packages above it.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -48,8 +49,13 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 def _log_level(text: str) -> str:
     try:
         return log_level(text, "--log-level")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    except ValueError:
+        # Not log_level's message: it names the option, and argparse names it before
+        # ("argument --log-level: --log-level must be one of ...").
+        known = ", ".join(logging.getLevelNamesMapping())
+        raise argparse.ArgumentTypeError(
+            f"expected one of {known} (any case), got {text!r}"
+        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
