@@ -104,8 +104,11 @@ class HumanRequest:
 OnCreated = Callable[[str, HumanRequest], Awaitable[None] | None]
 
 
-class HumanToolNotDriven(RuntimeError):
-    """A graph executed a human tool itself (it must end instead; see the module doc)."""
+class HumanToolNotDriven(UsageError, RuntimeError):
+    """A graph executed a human tool itself (it must end instead; see the module doc).
+    A UsageError, so a step does not retry it: the graph would run the tool again."""
+
+    code = "human_tool_not_driven"
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,12 @@ class HumanTool:
         :func:`run_agent`; if some other driver runs it, it fails loudly."""
 
         async def not_driven(**_: Any) -> str:
-            raise HumanToolNotDriven(f"{self.name!r} ran inside the graph: use run_agent()")
+            try:
+                run_id: str | None = current_run().run_id
+            except UsageError:  # driven outside a run altogether
+                run_id = None
+            message = f"{self.name!r} ran inside the graph: use run_agent()"
+            raise HumanToolNotDriven(message, run_id=run_id)
 
         return StructuredTool.from_function(
             coroutine=not_driven,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,21 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 from langchain_core.tools import BaseTool, tool
+from langgraph.prebuilt import create_react_agent
 from pydantic import BaseModel
 
 from examples import langchain_agent as demo
 from examples import trace
-from runtime import InvalidPayload, RunStatus, Runtime, StoreUnavailable, Worker, step, workflow
+from runtime import (
+    InvalidPayload,
+    ParleyError,
+    RunStatus,
+    Runtime,
+    StoreUnavailable,
+    Worker,
+    step,
+    workflow,
+)
 from runtime.integrations.langchain import (
     HumanTool,
     create_agent_graph,
@@ -464,3 +475,38 @@ async def test_a_human_tool_removed_while_a_run_waits_on_it_blocks_the_run(lrt: 
     transcript = decode_transcript(await lrt.wait(run_id, timeout=5))
     assert [m.text for m in transcript if isinstance(m, ToolMessage)] == ["yes"]
     assert final_text(transcript) == "wrapped"
+
+
+with warnings.catch_warnings():  # moved to langchain.agents, not in the langchain extra
+    warnings.simplefilter("ignore")
+    FOREIGN = create_react_agent(
+        TurnModel(
+            replies=[calls(("ship", {"order": "A"}, "c1"), ("ask", {"question": "?"}, "c2"))]
+        ),
+        [ship, ASK.tool],
+    )
+
+
+@step(name="lc_foreign_step")
+async def foreign_step() -> dict[str, Any]:
+    try:
+        await run_agent(FOREIGN, [HumanMessage("hi")], [ASK], stream=False)
+    except ParleyError as exc:  # what a caller that handles Parley's errors sees
+        return {"type": type(exc).__name__, "run_id": exc.run_id}
+    return {}
+
+
+@workflow(name="lc_foreign")
+async def foreign_wf() -> dict[str, Any]:
+    return await foreign_step()
+
+
+async def test_a_graph_that_runs_a_human_tool_raises_a_parley_error_naming_the_run(
+    lrt: Runtime,
+) -> None:
+    """A foreign graph's tool node ran the human tool (a human call mixed with an ordinary
+    one): the error is a ParleyError, as every error Parley raises, and carries the run."""
+    worker = Worker(lrt, timer_tick=0.01)
+    run_id = await lrt.start(foreign_wf)
+    await worker.drain()
+    assert await lrt.wait(run_id, timeout=5) == {"type": "HumanToolNotDriven", "run_id": run_id}
