@@ -80,23 +80,28 @@ def configure(settings: Settings) -> None:
         enable()
 
 
+def _w3c() -> Any:
+    """W3C trace context's own propagator, not the process's global one: what is stored is
+    a ``traceparent`` whatever the process propagates (OTEL_PROPAGATORS=b3, or none), and
+    a worker reads it back whatever its own setting."""
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator()
+
+
 def traceparent() -> str | None:
     """The current span's W3C ``traceparent``, to store with what it caused."""
     if _tracer is None:
         return None
-    from opentelemetry.propagate import inject
-
     carrier: dict[str, str] = {}
-    inject(carrier)
+    _w3c().inject(carrier)
     return carrier.get("traceparent")
 
 
 def _context(parent: str | None) -> Any:
     if not parent:
         return None
-    from opentelemetry.propagate import extract
-
-    return extract({"traceparent": parent})
+    return _w3c().extract({"traceparent": parent})
 
 
 def _links(parents: Sequence[str]) -> list[Any]:

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import propagate
+from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -166,3 +168,38 @@ async def test_one_trace_across_a_killed_worker_and_another_process(
     assert {s["name"] for s in in_b} == {"parley.execution", "parley.step", "parley.hook.wait"}
     [resume] = [s for s in _finished(spans) if s["name"] == "parley.resume_hook"]
     assert exec_b["links"] == [{"trace_id": resume["trace_id"], "span_id": resume["span_id"]}]
+
+
+@pytest.fixture
+def foreign_propagator() -> Iterator[None]:
+    """The process propagates another format than W3C trace context (OTEL_PROPAGATORS=b3,
+    or none): what a service may choose for its own HTTP calls."""
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(CompositePropagator([]))
+    yield
+    propagate.set_global_textmap(before)
+
+
+async def test_a_run_is_one_trace_whatever_the_process_propagates(
+    rt: Runtime, worker: Worker, spans: InMemorySpanExporter, foreign_propagator: None
+) -> None:
+    """The README: the start's W3C traceparent is stored with the run. Stored by the
+    global propagator, it was not there when that propagator was not W3C's, and every
+    execution began a trace of its own."""
+    run_id = await rt.start(traced_wf, "draft")
+    [start] = _finished(spans)
+    assert (await rt.events(run_id))[0].data["trace"].startswith(f"00-{start['trace_id']}-")
+    await worker.drain()
+    [hook] = await rt.list_hooks()
+    await rt.resume_hook(hook.token, "fine")
+    await worker.drain()
+    recorded = _finished(spans)
+    [resume] = [s for s in recorded if s["name"] == "parley.resume_hook"]
+    executions = sorted(
+        (s for s in recorded if s["name"] == "parley.execution"), key=lambda s: s["start_ns"]
+    )
+    assert [e["parent_span_id"] for e in executions] == [start["span_id"]] * 2
+    assert {e["trace_id"] for e in executions} == {start["trace_id"]}
+    assert executions[1]["links"] == [
+        {"trace_id": resume["trace_id"], "span_id": resume["span_id"]}
+    ]
