@@ -19,11 +19,13 @@ in a ``parley`` process, :func:`configure`) turns it on. Then:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
 from .settings import Settings
 
 __all__ = [
@@ -48,13 +50,27 @@ def enabled() -> bool:
 def enable(tracer_provider: Any = None) -> None:
     """Trace runs with ``tracer_provider`` (default: OpenTelemetry's global provider, as
     the application or ``opentelemetry-instrument`` configured it). Needs the
-    ``parley[otel]`` extra."""
+    ``parley[otel]`` extra (UsageError without it)."""
+    _enable(tracer_provider, "tracing")
+
+
+def _enable(tracer_provider: Any, asked_by: str) -> None:
     global _tracer
-    try:
-        from opentelemetry import trace
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RuntimeError("tracing needs OpenTelemetry: pip install 'parley[otel]'") from exc
+    trace = _otel("opentelemetry.trace", asked_by)
     _tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
+
+
+def _otel(module: str, asked_by: str) -> Any:
+    """``module`` of OpenTelemetry, or a UsageError that says who wanted it and what to
+    install: a ``parley`` process started with PARLEY_TRACING says it in a line."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        missing = exc.name or module
+        raise UsageError(
+            f"{asked_by} needs OpenTelemetry ({missing} is not installed): "
+            "pip install 'parley[otel]'"
+        ) from exc
 
 
 def disable() -> None:
@@ -67,6 +83,7 @@ def configure(settings: Settings) -> None:
     finished span as a JSON line to that file (flushed at once: a killed process loses no
     finished span); ``PARLEY_TRACING=1`` uses the global provider."""
     if settings.tracing_file:
+        _otel("opentelemetry.sdk.trace", "PARLEY_TRACING_FILE")  # said plainly if missing
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -75,9 +92,9 @@ def configure(settings: Settings) -> None:
         provider.add_span_processor(
             SimpleSpanProcessor(_json_lines_exporter(settings.tracing_file))
         )
-        enable(provider)
+        _enable(provider, "PARLEY_TRACING_FILE")
     elif settings.tracing:
-        enable()
+        _enable(None, "PARLEY_TRACING=1")
 
 
 def _w3c() -> Any:

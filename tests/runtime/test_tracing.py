@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -203,3 +204,57 @@ async def test_a_run_is_one_trace_whatever_the_process_propagates(
     assert executions[1]["links"] == [
         {"trace_id": resume["trace_id"], "span_id": resume["span_id"]}
     ]
+
+
+WITHOUT = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class NotInstalled(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == MISSING or name.startswith(MISSING + "."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, NotInstalled())
+    from runtime import ParleyError, tracing
+    from runtime.settings import Settings
+
+    for what, call in [
+        ("enable", tracing.enable),
+        ("PARLEY_TRACING", lambda: tracing.configure(Settings.from_env({"PARLEY_TRACING": "1"}))),
+        ("PARLEY_TRACING_FILE", lambda: tracing.configure(
+            Settings.from_env({"PARLEY_TRACING_FILE": "spans.jsonl"}))),
+    ]:
+        try:
+            call()
+        except ParleyError as exc:
+            print(what, "ParleyError", exc)
+        except BaseException as exc:
+            print(what, type(exc).__name__, exc)
+        else:
+            print(what, "ok")
+        tracing.disable()
+    """
+)
+
+
+@pytest.mark.parametrize("missing", ["opentelemetry", "opentelemetry.sdk"])
+def test_tracing_without_opentelemetry_is_a_parley_error_naming_the_extra(missing: str) -> None:
+    """Asked for while the ``otel`` extra (or only its SDK) is not installed, tracing is
+    refused with a ParleyError that names what asked for it and the extra to install (it
+    was a RuntimeError, or a bare ModuleNotFoundError from PARLEY_TRACING_FILE)."""
+    code = f"MISSING = {missing!r}\n" + WITHOUT
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    if missing == "opentelemetry.sdk":  # the API is enough for the global provider
+        assert said.pop("enable") == said.pop("PARLEY_TRACING") == "ok"
+    assert said, proc.stdout
+    for what, outcome in said.items():
+        assert outcome.startswith("ParleyError "), (what, outcome)
+        assert "pip install 'parley[otel]'" in outcome, (what, outcome)
+        if what != "enable":
+            assert what in outcome, (what, outcome)
