@@ -342,7 +342,9 @@ def test_restart_is_offered_where_the_server_takes_it_and_a_refusal_is_said(
     expect(restart).to_have_count(0)
 
 
-def test_a_run_that_continued_as_new_is_shown_finished(page: Page, stack: Stack) -> None:
+def continued_run(page: Page, stack: Stack) -> str:
+    """A run that answered its question and continued as new, the only row of the console's
+    runs list filtered to ``continued``."""
     r = stack.http.post("/api/runs", json={"workflow": "widget_continued", "args": ["hi"]})
     assert r.status_code == 201, r.text
     run_id: str = r.json()["run_id"]
@@ -363,6 +365,11 @@ def test_a_run_that_continued_as_new_is_shown_finished(page: Page, stack: Stack)
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("tbody tr")).to_have_count(1)
     expect(page.locator("tbody tr").first).to_contain_text(run_id)
+    return run_id
+
+
+def test_a_run_that_continued_as_new_is_shown_finished(page: Page, stack: Stack) -> None:
+    run_id = continued_run(page, stack)
 
     reads: list[str] = []
     page.on("request", lambda req: reads.append(req.url) if req.url.endswith(run_id) else None)
@@ -371,6 +378,62 @@ def test_a_run_that_continued_as_new_is_shown_finished(page: Page, stack: Stack)
     expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)  # finished
     page.wait_for_timeout(2_500)  # a run still going is read again every 2 s; not this one
     assert len(reads) == 1, reads
+
+
+# The look of a status badge (dom.js's statusBadge) on the console's page, per status.
+BADGE_LOOKS = """async (statuses) => {
+  const { statusBadge } = await import("/widget/console/dom.js");
+  const looks = {};
+  for (const status of statuses) {
+    const badge = document.getElementById("pc-main").appendChild(statusBadge(status));
+    const style = getComputedStyle(badge);
+    looks[status] = [style.color, style.borderTopColor, style.backgroundColor].join(" ");
+    badge.remove();
+  }
+  return looks;
+}"""
+
+
+def _contrast(rgb: str, background: str = "rgb(255, 255, 255)") -> float:
+    """WCAG's contrast ratio of two CSS rgb() colours."""
+
+    def luminance(colour: str) -> float:
+        channels = [int(c) / 255 for c in re.findall(r"\d+", colour)[:3]]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(rgb), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_a_continued_run_has_a_badge_of_its_own_and_names_the_run_it_continued_as(
+    page: Page, stack: Stack
+) -> None:
+    """The status ``continued`` had no badge style: it looked like a status the console does
+    not know, and nothing said which run took the conversation over (``continued_to``)."""
+    run_id = continued_run(page, stack)
+    successor = stack.http.get(f"/api/runs/{run_id}").json()["continued_to"]
+    styled = ["completed", "failed", "cancelled", "suspended", "running", "pending"]
+    looks = page.evaluate(BADGE_LOOKS, [*styled, "continued", "no-such-status"])
+    assert looks["continued"] != looks["no-such-status"], looks  # styled at all
+    assert looks["continued"] not in [looks[s] for s in styled], looks  # and its own
+    colour = page.locator("tbody tr .pc-status").evaluate("b => getComputedStyle(b).color")
+    assert _contrast(colour) >= 4.5, colour
+    row = page.locator("tbody tr").first
+    onward = row.get_by_role("link", name=f"continued as {successor}")
+    expect(onward).to_have_attribute("href", f"#/runs/{successor}")
+    assert_accessible(page, "runs list with a continued run")
+    screenshot(page, "console-continued-run")
+    # The run's page names the run it continued as, and that one names it back.
+    row.get_by_role("link", name=run_id).click()
+    facts = page.get_by_role("region", name="Run details")
+    facts.get_by_role("link", name=successor).click()
+    expect(page.get_by_role("heading", name=f"Run {successor}")).to_be_visible()
+    expect(
+        page.get_by_role("region", name="Run details").get_by_role("link", name=run_id)
+    ).to_be_visible()
+    expect(page.locator('[data-fact="Continued from"]')).to_have_text(run_id)
+    assert_accessible(page, "run page of a continued run's successor")
 
 
 def test_the_inbox_link_is_named_with_the_number_of_approvals_waiting(

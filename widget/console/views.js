@@ -44,6 +44,9 @@ export function hookCard(hook, me, { showRun = true } = {}) {
 }
 
 // ---- runs ---------------------------------------------------------------------------
+// A run that continued as new: a link to the run that took over from it (continued_to).
+const onward = (run) => run.continued_to ? el("a", { href: `#/runs/${run.continued_to}`, class: "pc-mono pc-onward",
+  "aria-label": `continued as ${run.continued_to}`, text: `→ ${run.continued_to}` }) : null;
 const tagsText = (tags) => Object.entries(tags || {}).map(([k, v]) => `${k}:${v}`).join(" ") || "—";
 function filtersForm(params) {
   const field = (label, control) => el("label", { class: "pc-field" }, label, control);
@@ -96,7 +99,7 @@ export async function runsView(main, me, params) {
   const page = await api(`/api/runs?${query}`);
   const rows = page.runs.map((r) => el("tr", {},
     el("td", {}, el("a", { href: `#/runs/${r.run_id}`, class: "pc-mono", text: r.run_id })),
-    el("td", { text: r.workflow }), el("td", {}, statusBadge(r.status)),
+    el("td", { text: r.workflow }), el("td", {}, statusBadge(r.status), onward(r)),
     el("td", { class: "pc-mono", text: r.version || "—" }),
     el("td", { text: when(r.created_at) }), el("td", { class: "pc-mono", text: r.session || "—" }),
     el("td", { class: "pc-mono", text: tagsText(r.tags) })));
@@ -207,11 +210,13 @@ export async function runView(main, me, runId, { live: hooksLive } = {}) {
   return run;
 }
 
-// The runs this one is linked to: its parent and children (child()), restarts.
+// The runs this one is linked to: its parent and children (child()), restarts, the runs
+// of continue_as_new before and after it.
 function related(run) {
   const links = (ids) => ids.flatMap((id, i) => [i ? ", " : null, el("a", { href: `#/runs/${id}`, class: "pc-mono", text: id })]);
   return [["Parent run", run.parent_run_id ? [run.parent_run_id] : []], ["Child runs", run.child_run_ids || []],
-    ["Restarted from", run.restarted_from ? [run.restarted_from] : []], ["Restarted as", run.restarted_as ? [run.restarted_as] : []]]
+    ["Restarted from", run.restarted_from ? [run.restarted_from] : []], ["Restarted as", run.restarted_as ? [run.restarted_as] : []],
+    ["Continued from", run.continued_from ? [run.continued_from] : []], ["Continued as", run.continued_to ? [run.continued_to] : []]]
     .filter(([, ids]) => ids.length).flatMap(([name, ids]) => [el("dt", { text: name }), el("dd", { "data-fact": name }, links(ids))]);
 }
 
