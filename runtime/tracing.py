@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -196,10 +197,14 @@ def _json_lines_exporter(path: str) -> Any:
 
     class JsonLinesExporter(SpanExporter):
         def export(self, spans: Sequence[Any]) -> Any:
-            with target.open("a") as out:
-                for finished in spans:
-                    out.write(json.dumps(span_json(finished)) + "\n")
-                out.flush()
+            lines = "".join(json.dumps(span_json(finished)) + "\n" for finished in spans)
+            # One write on an O_APPEND descriptor: whole lines, also when a worker and a
+            # server share the file (a span with a stack trace is past a buffer's 8 KB).
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, lines.encode())
+            finally:
+                os.close(fd)
             return SpanExportResult.SUCCESS
 
     return JsonLinesExporter()
@@ -217,7 +222,18 @@ def span_json(finished: Any) -> dict[str, Any]:
         "start_ns": finished.start_time,
         "end_ns": finished.end_time,
         "status": finished.status.status_code.name,
+        "status_description": finished.status.description,
         "attributes": dict(finished.attributes or {}),
+        # what the span recorded on the way, a failure's exception (type, message, stack
+        # trace) above all: without it a failed step said ERROR and not why
+        "events": [
+            {
+                "name": event.name,
+                "time_ns": event.timestamp,
+                "attributes": dict(event.attributes or {}),
+            }
+            for event in finished.events
+        ],
         "links": [
             {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
             for link in finished.links

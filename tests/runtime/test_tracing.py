@@ -18,7 +18,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runtime import RunStatus, Runtime, Worker, step, step_hook, tracing, workflow
+from runtime import RunFailed, RunStatus, Runtime, Worker, step, step_hook, tracing, workflow
+from runtime.settings import Settings
 from runtime.tracing import span_json
 from tests.processes import ROOT, WorkerProcess, wait_until
 
@@ -258,3 +259,41 @@ def test_tracing_without_opentelemetry_is_a_parley_error_naming_the_extra(missin
         assert "pip install 'parley[otel]'" in outcome, (what, outcome)
         if what != "enable":
             assert what in outcome, (what, outcome)
+
+
+@step
+async def out_of_stock(order: str) -> str:
+    raise ValueError(f"no stock for {order}")
+
+
+@workflow(name="traced_failing_wf")
+async def traced_failing_wf(order: str) -> str:
+    return await out_of_stock(order)
+
+
+@pytest.fixture
+def spans_file(tmp_path: Path) -> Iterator[Path]:
+    """Tracing as a ``parley`` process with PARLEY_TRACING_FILE has it."""
+    path = tmp_path / "spans.jsonl"
+    tracing.configure(Settings.from_env({"PARLEY_TRACING_FILE": str(path)}))
+    yield path
+    tracing.disable()
+
+
+async def test_the_spans_file_says_which_exception_failed_a_step(
+    rt: Runtime, worker: Worker, spans_file: Path
+) -> None:
+    """A failed step's span records its exception (the README: exceptions are recorded);
+    the JSON lines of PARLEY_TRACING_FILE kept only status ERROR, not what was raised."""
+    run_id = await rt.start(traced_failing_wf, "A-1")
+    await worker.drain()
+    with pytest.raises(RunFailed):
+        await rt.wait(run_id, timeout=5)
+    [failed] = [s for s in _spans_of(spans_file) if s["name"] == "parley.step"]
+    assert failed["status"] == "ERROR"
+    assert failed["status_description"] == "ValueError: no stock for A-1"
+    [raised] = failed["events"]
+    assert raised["name"] == "exception"
+    assert raised["attributes"]["exception.type"] == "ValueError"
+    assert raised["attributes"]["exception.message"] == "no stock for A-1"
+    assert "out_of_stock" in raised["attributes"]["exception.stacktrace"]
