@@ -41,6 +41,7 @@ ordinary calls in one AI message: :func:`run_agent` stops the stream before thei
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -70,10 +71,10 @@ import orjson
 from jsonschema.exceptions import best_match
 from jsonschema.validators import validator_for
 
-from .._codec import Duration
+from .._codec import Duration, encode_value
 from ..engine.failures import outage
 from ..engine.signals import Blocked
-from ..errors import NondeterminismError, UsageError
+from ..errors import InvalidPayload, NondeterminismError, PayloadTooLarge, UsageError
 from ..ids import NAME_RE
 from ..workflow import (
     STEP_HOOK_TIMEOUT,
@@ -378,7 +379,12 @@ async def run_agent(
     async def save(at: list[BaseMessage], asked: HumanRequest | None, defer: bool) -> None:
         pending_state = None if asked is None else asdict(asked)
         state = {"v": CHECKPOINT_VERSION, "messages": encode_transcript(at), "answered": answered}
-        await save_step_checkpoint({**state, "pending": pending_state}, defer=defer)
+        try:
+            await save_step_checkpoint({**state, "pending": pending_state}, defer=defer)
+        except PayloadTooLarge:
+            raise
+        except InvalidPayload as exc:  # not JSON: say which message, not only "checkpoint"
+            raise InvalidPayload(_not_json(at, exc.message), run_id=exc.run_id) from exc
 
     async def progress(at: list[BaseMessage]) -> None:
         # Durable after every graph superstep: a crash mid-agent resumes from here, so a
@@ -408,6 +414,20 @@ async def run_agent(
             return transcript
         # Deferred: written atomically with the hook.created of the step_hook just below.
         await save(transcript, pending, defer=True)
+
+
+def _not_json(transcript: Sequence[BaseMessage], why: str) -> str:
+    """``why`` the transcript's checkpoint was refused, with the first message at fault
+    (a tool's artifact or a model's metadata that is not JSON): which tool, which call."""
+    for n, message in enumerate(transcript):
+        try:
+            encode_value(encode_transcript([message]), what="", limit=sys.maxsize)
+        except InvalidPayload:
+            where = [type(message).__name__]
+            if isinstance(message, ToolMessage):
+                where += [f"tool {message.name!r}", f"call {message.tool_call_id!r}"]
+            return f"message {n} of the agent's transcript ({', '.join(where)}) is not JSON: {why}"
+    return why
 
 
 def _bind_on_created(

@@ -34,6 +34,7 @@ from examples import trace
 from runtime import (
     InvalidPayload,
     ParleyError,
+    RunFailed,
     RunStatus,
     Runtime,
     StoreUnavailable,
@@ -510,3 +511,34 @@ async def test_a_graph_that_runs_a_human_tool_raises_a_parley_error_naming_the_r
     run_id = await lrt.start(foreign_wf)
     await worker.drain()
     assert await lrt.wait(run_id, timeout=5) == {"type": "HumanToolNotDriven", "run_id": run_id}
+
+
+class Reading:
+    """What a tool may hand back as its artifact: a Python object, not JSON."""
+
+
+@tool(response_format="content_and_artifact")
+async def stock(order: str) -> tuple[str, Any]:
+    """Check the stock (its artifact: the raw reading)."""
+    return "3 left", {"reading": Reading()}
+
+
+async def test_a_tool_result_that_is_not_json_fails_the_run_naming_the_tool(
+    lrt: Runtime,
+) -> None:
+    """The transcript is checkpointed as JSON: a tool's artifact that is not JSON cannot
+    be, and the error says which message of the transcript is at fault (the tool, its
+    call) with the run, not only that the step checkpoint was not JSON."""
+    name = agent_workflow(
+        "lc_not_json",
+        [calls(("stock", {"order": "A-1"}, "c1")), AIMessage("3 left")],
+        [stock],
+    )
+    worker = Worker(lrt, timer_tick=0.01)
+    run_id = await lrt.start(name)
+    await worker.drain()
+    with pytest.raises(RunFailed) as failed:
+        await lrt.wait(run_id, timeout=5)
+    said = str(failed.value)
+    assert "InvalidPayload" in said and run_id in said
+    assert "tool 'stock'" in said and "call 'c1'" in said and "Reading" in said
