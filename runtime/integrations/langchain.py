@@ -35,8 +35,10 @@ node answers it with the validation error, as it answers an ordinary tool's, and
 calls again.
 
 Other graphs (e.g. ``create_react_agent``) work if a human call is never mixed with
-ordinary calls in one AI message: :func:`run_agent` stops the stream before their tool node
-(which answers a human call whose arguments do not fit, by its own validation).
+ordinary calls in one AI message: :func:`run_agent` stops the stream before their tool node.
+A human call there whose arguments do not fit goes to that node: LangGraph's ToolNode
+answers it with the validation error when ``args_schema`` is a pydantic model; with a JSON
+Schema dict nothing validates it and the tool raises :class:`HumanToolNotDriven`.
 """
 
 from __future__ import annotations
