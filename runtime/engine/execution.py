@@ -10,9 +10,8 @@ after a recorded step result), so a HITL lifecycle costs a handful of round trip
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -29,6 +28,7 @@ from ..models import LOG_FORMAT, WAKING_EVENTS, Event, EventType
 from ..registry import WorkflowDef
 from ..settings import Limits
 from ..store import Claim, KnownLog, Store, Writes
+from .branches import Branches, adopt, current_branches, holding_waits, scope_task
 from .endings import Endings
 from .failures import outage
 from .messages import PassMessages
@@ -40,88 +40,14 @@ from .signals import (
     Blocked,
     ContinueAsNew,
     ReplayEnded,
-    StepScope,
     Suspend,
 )
 from .tasks import track_tasks
-from .tracks import started_task
+
+current_execution: ContextVar[Execution | None] = ContextVar("parley_execution", default=None)
 
 # A checkpoint's companion field: the hooks whose answers the step had read when it saved.
 READ_SUFFIX = "!read"
-
-
-current_execution: ContextVar[Execution | None] = ContextVar("parley_execution", default=None)
-current_step: ContextVar[StepScope | None] = ContextVar("parley_step", default=None)
-
-
-def _adopt(task: asyncio.Future[Any]) -> None:
-    execution = current_execution.get()
-    if execution is not None:
-        execution.children.append(task)
-        task.add_done_callback(_retrieve_suspension)
-
-
-def _retrieve_suspension(task: asyncio.Future[Any]) -> None:
-    """A task of the workflow that a suspension ended (withdrawn in a losing branch of a
-    first(), or left unawaited when the run suspended) did not fail: its Suspend is taken,
-    so asyncio does not log "Task exception was never retrieved" for it. (Logged from the
-    task's finalizer, that ran inside an unrelated compile() once and CPython 3.11 raised
-    SystemError "AST constructor recursion depth mismatch" there.)"""
-    # (``_exception`` reads it without marking it retrieved: an error of the code's own
-    # stays logged, as asyncio logs it)
-    if not task.cancelled() and isinstance(getattr(task, "_exception", None), Suspend):
-        task.exception()
-
-
-def _scope_task(context: contextvars.Context) -> contextvars.Context:
-    """A task the workflow creates (not a step's: a step's calls are not the log's) numbers
-    its durable calls in a scope of its own, in runs recorded that way (engine/scopes.py)."""
-    parent = context.get(current_scope)
-    if parent is None:  # not a task of a workflow (the worker's, the store's)
-        return context
-    execution = context.get(current_execution)
-    if execution is None or not execution.index.scoped or context.get(current_step) is not None:
-        return context
-    context = context.copy()  # (a context given by the creator stays as it was)
-    context.run(current_scope.set, parent.child())
-    started_task(context)  # inside a first()'s branch: its calls go to a track of its own
-    return context
-
-
-def _waits_last(
-    context: contextvars.Context, coro: Coroutine[Any, Any, Any]
-) -> Coroutine[Any, Any, Any]:
-    """The coroutine of a task the workflow body creates (a branch of ``asyncio.gather``),
-    made to end with its suspension only after the loop's next turn."""
-    execution = context.get(current_execution)
-    if execution is None or context.get(current_step) is not None:
-        return coro  # not a task of a workflow (the worker's, the store's, a step's own)
-    # (the factory runs in the creating task: a branch the body itself made, or a branch's)
-    of_the_body = asyncio.current_task() is execution.body_task
-    return _suspending_after_a_turn(execution, coro, of_the_body)
-
-
-async def _suspending_after_a_turn(
-    execution: Execution, coro: Coroutine[Any, Any, Any], of_the_body: bool
-) -> Any:
-    # A wait without its answer stands for one that takes long (hours), so a branch's end
-    # already decided by the log must come first. Race closed: in ``gather(hook(...),
-    # step())`` the hook's Suspend ended its task at once, before the step's recorded final
-    # failure ended the other, so gather raised the Suspend: the run suspended with its
-    # failure in the log, asked the person, and failed only after their answer (or, with
-    # an ``except`` around the gather, took the fallback only then); with the step first
-    # it failed at once. One turn lets every branch that replays without awaiting
-    # anything (a recorded result or failure) end first.
-    try:
-        return await coro
-    except Suspend:
-        await asyncio.sleep(0)
-        raise
-    except (Exception, Blocked):
-        # (a failure inside a branch that the branch handles is no concern of the body's)
-        if of_the_body and execution.body_suspended:
-            execution.failed_after_body = True  # see Execution.run
-        raise
 
 
 def _check_log_format(run_id: str, log_format: object) -> None:
@@ -145,13 +71,6 @@ class Execution(Endings):
     a lost lease, an unreachable store or an interrupted write unwind it with
     :class:`Abort` and nothing more is written.
     """
-
-    # In this pass: the body raised Suspend (its branches still running are being settled),
-    # and one of the body's branches failed after that. (Class defaults: a pass that
-    # suspends sets and resets them.)
-    body_suspended = False
-    failed_after_body = False
-    body_task: asyncio.Task[Any] | None = None  # the task running the workflow's body
 
     def __init__(
         self,
@@ -224,8 +143,7 @@ class Execution(Endings):
         self.waiting: dict[str, str | None] = {}
         self.receiving: dict[str, str] = {}  # receive waits of this pass -> their topic
         self.messages = PassMessages()  # which message each receive of this pass takes
-        self.children: list[asyncio.Future[Any]] = []
-        self.owned: set[asyncio.Future[Any]] = set()  # tasks whose outcome first() takes
+        self.branches = Branches(self.index)  # the tasks the workflow and its steps create
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
         self.writes = Writes()
         self.undated_steps = []
@@ -253,35 +171,6 @@ class Execution(Endings):
         return make_token(self.run_id, hook_id)
 
     # tasks of the workflow ------------------------------------------------------------
-    def _loose(self) -> list[Suspend]:
-        """Suspensions raised in tasks that nothing has carried to the workflow: a durable
-        call made while one is loose is a wait the code did not await properly."""
-        loose = []
-        for task in self.children:
-            if task.done() and not task.cancelled() and task not in self.owned:
-                exc = task.exception()
-                # (a wait a first() withdrew, gathered in its losing branch, is not loose)
-                if (
-                    isinstance(exc, Suspend)
-                    and not exc.consumed
-                    and exc.wait not in self.index.closed
-                ):
-                    loose.append(exc)
-        return loose
-
-    async def _settle_children(self) -> None:
-        """Wait for every task the workflow started (a step in flight records its result)."""
-        while self.children and (pending := [t for t in self.children if not t.done()]):
-            await asyncio.wait(pending)
-
-    def _branch_failed_after_body(self, recorded: int) -> bool:
-        """Whether a branch of the body failed after the body suspended in this pass, which
-        recorded something (the log held ``recorded`` events when it began); the pass's
-        flags start again."""
-        failed = self.failed_after_body
-        self.body_suspended = self.failed_after_body = False
-        return failed and self.event_count + self.writes.event_count > recorded
-
     def suspend_on(self, wait: str, step_id: str | None = None) -> Suspend:
         """The Suspend a wait raises, registered so that the suspension records it."""
         self.waiting.setdefault(wait, step_id)
@@ -290,9 +179,9 @@ class Execution(Endings):
     def _check_loose(self) -> None:
         """The workflow returned while a wait it started in a task had suspended: what it
         returned cannot be what a replay would see."""
-        if not self.children:
+        if not self.branches.children:
             return
-        loose = self._loose()
+        loose = self.branches.loose(self.index.closed)
         if not loose:
             return
         raise UsageError(
@@ -368,55 +257,32 @@ class Execution(Endings):
         # The tasks a workflow creates (gather of steps and waits) are its execution's: it
         # waits for them before it suspends or ends, so a step still running in one branch
         # records its result, and nothing of the run goes on after it.
-        track_tasks(asyncio.get_running_loop(), _adopt, _scope_task, _waits_last)
-        self.body_task = asyncio.current_task()
+        track_tasks(asyncio.get_running_loop(), adopt, scope_task, holding_waits)
         while True:
             again = False  # the suspension was refused: another pass
-            recorded = self.event_count + self.writes.event_count  # the log's size, as known
             self.scope = CallScope()
             self.waiting.clear()
             self.receiving.clear()
             self.messages.clear(self.index)
-            self.children.clear()
-            self.owned.clear()
+            self.branches.clear()
             token = current_execution.set(self)
+            branches_token = current_branches.set(self.branches)
             scope_token = current_scope.set(self.scope)
             try:
                 try:
                     result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
-                except Suspend:
-                    if self.children:  # (a branch still running may fail now)
-                        self.body_suspended = True
-                    raise
                 finally:
-                    await self._settle_children()
+                    await self.branches.settle()
                 try:
                     self._check_loose()
                 finally:
-                    # The tasks hold this execution through their contexts: let them go
-                    # now (a reference cycle would wait for the garbage collector).
-                    self.children.clear()
-                    self.owned.clear()
+                    self.branches.clear()
             except Suspend as suspend:
-                if self.body_suspended and self._branch_failed_after_body(recorded):
-                    # A branch of the body failed after the body had suspended (a gathered
-                    # step that failed for good after an await, while a gathered wait
-                    # suspended at once): what asyncio's gather raises first in real time
-                    # is that failure, hours before the wait's answer. Another pass
-                    # replays it from the log, where it ends its branch before the wait
-                    # does (_suspending_after_a_turn). Only after a pass that recorded
-                    # something: a failure that replays as it ran (after an await of its
-                    # own) would loop. (Only the body's own branches count: a failure a
-                    # step handled inside itself, or one the body had seen before it
-                    # suspended, e.g. gather(return_exceptions=True), is no reason to run
-                    # a suspended step_hook step's body again.)
-                    again = True
-                else:
-                    arrived = await self._suspend(suspend)
-                    if arrived is None:
-                        return
-                    self.index.add_all(arrived)
-                    again = True
+                arrived = await self._suspend(suspend)
+                if arrived is None:
+                    return
+                self.index.add_all(arrived)
+                again = True
             except (Abort, ReplayEnded):
                 raise
             except ContinueAsNew as signal:
@@ -437,6 +303,7 @@ class Execution(Endings):
                 return
             finally:
                 current_scope.reset(scope_token)
+                current_branches.reset(branches_token)
                 current_execution.reset(token)
             if again:  # (not a `continue` in the try: mypyc cannot compile one)
                 continue

@@ -91,7 +91,7 @@ async def first_of(
         joins = str(position) if grouped and bare_waits[i] else None
         with tracks.creating_branch(branches[i]):
             task = asyncio.ensure_future(_in_branch(wait, branches[i], reach, joins, (position, i)))
-        execution.owned.add(task)
+        execution.branches.owned.add(task)
         tasks.append(task)
     await asyncio.wait(tasks)
     # A branch that unwound with one of the engine's signals (an outage's Abort, a lost

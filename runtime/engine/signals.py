@@ -3,6 +3,7 @@ step being executed."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,10 @@ class StepScope:
     name: str
     hook_counters: dict[str, int] = field(default_factory=dict)
     consumed: set[str] = field(default_factory=set)  # hooks whose answer it read this time
+
+
+# The step the running task is executing (its body runs in the workflow's task).
+current_step: ContextVar[StepScope | None] = ContextVar("parley_step", default=None)
 
 
 class ContinueAsNew(BaseException):

@@ -12,10 +12,10 @@ from .._codec import dumps, encode_fragment, encode_value
 from ..errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
 from ..models import EventType
 from ..registry import StepOptions
-from .execution import Execution, current_execution, current_step
+from .execution import Execution, current_execution
 from .failures import describe_error, outage
 from .firsts import in_a_losing_branch, note_reach, note_work, withdrawn_at_once
-from .signals import Abort, ReplayEnded, StepScope, Suspend
+from .signals import Abort, ReplayEnded, StepScope, Suspend, current_step
 
 # Failures that re-running cannot fix: retrying would only burn attempts.
 _NOT_RETRIED: tuple[type[BaseException], ...] = (HookTimeout, UsageError, EventLimitExceeded)
@@ -80,6 +80,7 @@ async def call_step(
         scope = StepScope(step_id, options.name)
         retry = False
         token = current_step.set(scope)
+        execution.branches.steps_running += 1  # (a wait held back in a gather waits for it)
         try:
             if tracing.enabled():
                 result = await _traced_step(fn, options, args, kwargs, step_id, attempt)
@@ -100,6 +101,7 @@ async def call_step(
             attempt = await _record_failure(execution, options, step_id, attempt, exc)
             retry = True
         finally:
+            execution.branches.steps_running -= 1
             current_step.reset(token)
         if retry:  # (not a `continue` in the try: mypyc cannot compile one, bench.compiled)
             continue

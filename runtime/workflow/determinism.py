@@ -15,7 +15,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from ..engine.execution import Execution, current_execution, current_step
+from ..engine.execution import Execution, current_execution
+from ..engine.signals import current_step
 from ..errors import UsageError
 from ..ids import check_name
 from ..models import EventType

@@ -21,9 +21,9 @@ from .._codec import (
     parse_duration,
 )
 from ..engine import firsts, waits
-from ..engine.execution import Execution, current_execution, current_step
+from ..engine.execution import Execution, current_execution
 from ..engine.hooks import OnCreated
-from ..engine.signals import ContinueAsNew, StepScope
+from ..engine.signals import ContinueAsNew, StepScope, current_step
 from ..engine.waits import STEP_HOOK_TIMEOUT, OnTimeout
 from ..errors import MessageTimeout, UsageError
 from ..ids import check_name

@@ -8,7 +8,8 @@ import hashlib
 from collections.abc import Mapping
 
 from .._codec import dumps
-from ..engine.execution import current_execution, current_step
+from ..engine.execution import current_execution
+from ..engine.signals import current_step
 from ..errors import UsageError
 from ..models import EventType
 from ..tags import check_tags, merge_tags

@@ -21,6 +21,7 @@ from runtime import (
     step_hook,
     workflow,
 )
+from runtime.engine import branches
 
 
 @step
@@ -125,21 +126,122 @@ async def gf_branch_failing_after_its_own_await() -> Any:
     return await asyncio.gather(hook("ask"), _fails_outside_parley())
 
 
-async def test_a_branch_that_fails_the_same_way_on_every_pass_does_not_loop(
+async def test_a_branch_failing_after_an_await_of_its_own_fails_the_run_at_once(
     rt: Runtime, worker: Worker
 ) -> None:
-    """Its failure cannot come before the wait's suspension on any replay: after one more
-    pass (the one that recorded the hook), the run suspends, as it did before; then the
-    answer brings the failure."""
+    """Not a step's failure: the wait holds its suspension back for it all the same (before,
+    the run suspended, and the failure came only with the answer)."""
     run_id = await rt.start(gf_branch_failing_after_its_own_await)
     await asyncio.wait_for(worker.drain(), timeout=20)
-    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
-    [pending] = await rt.list_hooks(run_id=run_id)
-    assert await rt.resume_hook(pending.token, "yes") is True
-    await worker.drain()
     info = await rt.get_run(run_id)
     assert info.status is RunStatus.FAILED
     assert info.error is not None and info.error["type"] == "ValueError"
+
+
+async def _fails_after_the_hold() -> None:
+    await asyncio.sleep(0.5)
+    raise ValueError("a failure after an await longer than a wait holds back for")
+
+
+@workflow(name="gf_branch_failing_after_the_hold")
+async def gf_branch_failing_after_the_hold() -> Any:
+    return await asyncio.gather(hook("ask"), _fails_after_the_hold())
+
+
+@step
+async def fails_after_longer_than_the_hold() -> None:
+    await asyncio.sleep(0.5)
+    raise ValueError("the service said no, after a long call")
+
+
+@workflow(name="gf_hook_then_long_step_failure")
+async def gf_hook_then_long_step_failure() -> Any:
+    return await asyncio.gather(hook("ask"), fails_after_longer_than_the_hold())
+
+
+@pytest.mark.parametrize(
+    ("wf", "error"),
+    [(gf_branch_failing_after_the_hold, "ValueError"), (gf_hook_then_long_step_failure, None)],
+    ids=["await_outside_parley", "step"],
+)
+async def test_a_wait_holds_back_for_a_step_however_long_and_for_other_awaits_so_long(
+    rt: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch, wf: Any, error: str | None
+) -> None:
+    """A step's run is real work that ends by itself (an LLM call): the wait waits for it
+    past HOLD_SECONDS, and the run fails at once. Past HOLD_SECONDS of an await that is not
+    a step's, the suspension goes on: the run suspends, as asyncio's order has it, once,
+    without a loop of passes; the answer then brings the failure (``error``)."""
+    monkeypatch.setattr(branches, "HOLD_SECONDS", 0.1)
+    run_id = await rt.start(wf)
+    await asyncio.wait_for(worker.drain(), timeout=20)
+    if error is not None:
+        assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+        [pending] = await rt.list_hooks(run_id=run_id)
+        assert await rt.resume_hook(pending.token, "yes") is True
+        await asyncio.wait_for(worker.drain(), timeout=20)
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.FAILED, [e.type for e in await rt.events(run_id)]
+    assert info.error is not None and info.error["type"] == (error or "StepFailed")
+
+
+async def _gathers(depth: int) -> Any:
+    if depth == 0:
+        return await fails_at_once()
+    return await asyncio.gather(_gathers(depth - 1))
+
+
+@workflow(name="gf_failure_gathers_deep")
+async def gf_failure_gathers_deep(depth: int) -> Any:
+    return await asyncio.gather(hook("ask"), _gathers(depth))
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+async def test_a_failure_gathers_deep_beside_a_wait_fails_the_run_at_once(
+    rt: Runtime, worker: Worker, depth: int
+) -> None:
+    """Each level of gather takes the failure a turn of the loop further. Before, a wait
+    waited one turn: from two levels down the run suspended with the step's final failure
+    in its log (on the pass that replayed it, the one after the failure was recorded)."""
+    run_id = await rt.start(gf_failure_gathers_deep, depth)
+    await asyncio.wait_for(worker.drain(), timeout=20)
+    info = await rt.get_run(run_id)
+    events = [e.type for e in await rt.events(run_id)]
+    assert info.status is RunStatus.FAILED, (info.status, events)
+    assert info.error is not None and info.error["type"] == "StepFailed"
+    assert "workflow.suspended" not in events
+
+
+@workflow(name="gf_branch_awaits_the_waits_task")
+async def gf_branch_awaits_the_waits_task() -> Any:
+    asking = asyncio.ensure_future(hook("ask"))
+
+    async def reads_the_answer() -> Any:
+        return await asking
+
+    async def reads_both() -> Any:
+        return await asyncio.gather(asking, reads_the_answer())
+
+    return await asyncio.gather(asking, reads_the_answer(), reads_both(), hook("other"))
+
+
+async def test_branches_that_await_a_held_wait_do_not_hold_it_back(
+    rt: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A branch that awaits the wait's own task (directly, or gathering it) can only go on
+    once the wait does: the suspension does not wait for it (a deadlock until HOLD_SECONDS,
+    made an hour here, would time the drain out)."""
+    monkeypatch.setattr(branches, "HOLD_SECONDS", 3600.0)
+    run_id = await rt.start(gf_branch_awaits_the_waits_task)
+    await asyncio.wait_for(worker.drain(), timeout=10)
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    hooks = {h.name: h for h in await rt.list_hooks(run_id=run_id)}
+    assert sorted(hooks) == ["ask", "other"]
+    for name in ("ask", "other"):
+        assert await rt.resume_hook(hooks[name].token, name.upper()) is True
+    await asyncio.wait_for(worker.drain(), timeout=10)
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.COMPLETED
+    assert info.result == ["ASK", "ASK", ["ASK", "ASK"], "OTHER"]
 
 
 @workflow(name="gf_returns_past_its_wait")

@@ -1,0 +1,208 @@
+"""The tasks a workflow creates (the branches of an ``asyncio.gather``): the execution
+adopts them, numbers their durable calls, and holds back the suspension of a wait in one
+of them until every other branch has got as far as it can without an answer.
+
+A wait without its answer stands for one that takes hours, so whatever the other branches
+do without one (replay a step's recorded failure, run a step, fail after an await of
+their own) comes first, as it would in real time. Race closed: in ``gather(hook(...),
+step())`` the hook's Suspend ended its task at once, before the step's final failure
+(replayed from the log, or still running) ended the other, so gather raised the Suspend:
+the run suspended with the failure in its log, asked the person, and failed only after
+their answer (or, with an ``except`` around the gather, took the fallback only then),
+while with the step first it failed at once. One turn of the loop was not enough once the
+failure came through a gather nested in a branch: each level of gather takes a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Collection, Coroutine, Iterable
+from contextvars import ContextVar
+from typing import Any
+
+from .replay import ReplayIndex
+from .scopes import current_scope
+from .signals import Suspend, current_step
+from .tracks import started_task
+
+# How long a held wait waits at most for a branch busy with something that is not a step
+# (an await outside Parley, which belongs in a step): many times what a replay takes to
+# bring a branch back to where the run was. Longer, the suspension goes on as asyncio
+# would pass it, and what that branch does comes after the wait's answer. (A step's run is
+# waited for however long it takes: the execution waits for it before it suspends anyway.)
+HOLD_SECONDS = 5.0
+# How often a held wait looks again at the other branches, doubling up to the second: a
+# branch can come to depend on the held wait without ending (it awaits the wait's task),
+# which nothing announces.
+HOLD_POLL_SECONDS = (0.001, 0.05)
+
+
+class Branches:
+    """The tasks created in one pass of an execution (its workflow's, and its steps')."""
+
+    # (not slots: the class holds the defaults, fewer writes per execution on the hot path)
+    steps_running = 0  # how many steps' bodies run now: a held wait waits for them
+    _change: asyncio.Future[None] | None = None
+
+    def __init__(self, index: ReplayIndex) -> None:
+        self.index = index
+        self.children: list[asyncio.Future[Any]] = []
+        self.owned: set[asyncio.Future[Any]] = set()  # tasks whose outcome first() takes
+        self.holding: set[asyncio.Future[Any]] = set()  # tasks holding back a suspension
+
+    def clear(self) -> None:
+        """Let the tasks go: they hold the execution through their contexts (a reference
+        cycle would wait for the garbage collector)."""
+        if self.children:  # (the others hold only tasks it holds)
+            self.children.clear()
+            self.owned.clear()
+            self.holding.clear()
+
+    async def settle(self) -> None:
+        """Wait for every task (a step in flight records its result)."""
+        while self.children and (pending := [t for t in self.children if not t.done()]):
+            await asyncio.wait(pending)
+
+    def loose(self, closed: Collection[str]) -> list[Suspend]:
+        """Suspensions raised in tasks that nothing has carried to the workflow (but for
+        waits in ``closed``: a first() withdrew them, gathered in its losing branch)."""
+        loose = []
+        for task in self.children:
+            if task.done() and not task.cancelled() and task not in self.owned:
+                exc = task.exception()
+                if isinstance(exc, Suspend) and not exc.consumed and exc.wait not in closed:
+                    loose.append(exc)
+        return loose
+
+    def change(self) -> asyncio.Future[None]:
+        """Done when a task next starts holding back a wait's suspension."""
+        if self._change is None:
+            self._change = asyncio.get_running_loop().create_future()
+        return self._change
+
+    def changed(self) -> None:
+        change, self._change = self._change, None
+        if change is not None and not change.done():
+            change.set_result(None)
+
+
+# The branches of the execution running now (set for each pass).
+current_branches: ContextVar[Branches | None] = ContextVar("parley_branches", default=None)
+
+
+def adopt(task: asyncio.Future[Any]) -> None:
+    """A task created while an execution runs is the execution's (it settles them all)."""
+    branches = current_branches.get()
+    if branches is not None:
+        branches.children.append(task)
+        task.add_done_callback(_retrieve_suspension)
+
+
+def _retrieve_suspension(task: asyncio.Future[Any]) -> None:
+    """A task of the workflow that a suspension ended (withdrawn in a losing branch of a
+    first(), or left unawaited when the run suspended) did not fail: its Suspend is taken,
+    so asyncio does not log "Task exception was never retrieved" for it. (Logged from the
+    task's finalizer, that ran inside an unrelated compile() once and CPython 3.11 raised
+    SystemError "AST constructor recursion depth mismatch" there.)"""
+    # (``_exception`` reads it without marking it retrieved: an error of the code's own
+    # stays logged, as asyncio logs it)
+    if not task.cancelled() and isinstance(getattr(task, "_exception", None), Suspend):
+        task.exception()
+
+
+def scope_task(context: contextvars.Context) -> contextvars.Context:
+    """A task the workflow creates (not a step's: a step's calls are not the log's) numbers
+    its durable calls in a scope of its own, in runs recorded that way (engine/scopes.py)."""
+    parent = context.get(current_scope)
+    if parent is None:  # not a task of a workflow (the worker's, the store's)
+        return context
+    branches = context.get(current_branches)
+    if branches is None or not branches.index.scoped or context.get(current_step) is not None:
+        return context
+    context = context.copy()  # (a context given by the creator stays as it was)
+    context.run(current_scope.set, parent.child())
+    started_task(context)  # inside a first()'s branch: its calls go to a track of its own
+    return context
+
+
+def holding_waits(
+    context: contextvars.Context, coro: Coroutine[Any, Any, Any]
+) -> Coroutine[Any, Any, Any]:
+    """The coroutine of a task the workflow creates, made to hold a wait's suspension
+    back (:func:`_hold`)."""
+    branches = context.get(current_branches)
+    if branches is None or context.get(current_step) is not None:
+        return coro  # not a task of a workflow (the worker's, the store's, a step's own)
+    return _holding(branches, coro)
+
+
+async def _holding(branches: Branches, coro: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        return await coro
+    except Suspend:
+        await _hold(branches)
+        raise
+
+
+async def _hold(branches: Branches) -> None:
+    """Until each other task of the pass has ended, holds a suspension of its own, or can
+    only go on once a held one goes (it awaits it, or gathers only held ones)."""
+    me = asyncio.current_task()
+    assert me is not None
+    holding = branches.holding
+    holding.add(me)
+    branches.changed()  # (a wait holding back for me looks again)
+    loop = asyncio.get_running_loop()
+    poll, poll_most = HOLD_POLL_SECONDS
+    give_up: float | None = None
+    try:
+        while busy := _busy(branches.children, holding):
+            if branches.steps_running:
+                give_up = None
+            elif give_up is None:
+                give_up = loop.time() + HOLD_SECONDS
+            elif loop.time() >= give_up:
+                return
+            await asyncio.wait(
+                [*busy, branches.change()], timeout=poll, return_when=asyncio.FIRST_COMPLETED
+            )
+            poll = min(poll * 2, poll_most)
+    finally:
+        holding.discard(me)
+
+
+def _busy(
+    children: Iterable[asyncio.Future[Any]], holding: set[asyncio.Future[Any]]
+) -> list[asyncio.Future[Any]]:
+    """The tasks that can still go on while the held waits hold."""
+    return [
+        task
+        for task in children
+        if not task.done() and task not in holding and not _waits_on(task, holding, set())
+    ]
+
+
+def _waits_on(task: asyncio.Future[Any], holding: set[asyncio.Future[Any]], seen: set[int]) -> bool:
+    """Whether ``task`` awaits something that ends only once a held wait's task does."""
+    # (the future a task is suspended on: asyncio's, in the C task and the Python one)
+    waiter = getattr(task, "_fut_waiter", None)
+    return waiter is not None and _ends_with_holds(waiter, holding, seen)
+
+
+def _ends_with_holds(
+    future: asyncio.Future[Any], holding: set[asyncio.Future[Any]], seen: set[int]
+) -> bool:
+    if future in holding:
+        return True
+    if future.done() or id(future) in seen:
+        return False
+    seen.add(id(future))
+    if isinstance(future, asyncio.Task):
+        return _waits_on(future, holding, seen)
+    # asyncio.gather's future: pending until its pending tasks end (anything else, as far
+    # as can be told, ends by itself)
+    gathered: list[asyncio.Future[Any]] | None = getattr(future, "_children", None)
+    if gathered is None:
+        return False
+    return all(child.done() or _ends_with_holds(child, holding, seen) for child in gathered)
