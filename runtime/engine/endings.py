@@ -87,7 +87,7 @@ class Endings(Writer):
         self.outcome = "continued"
 
     async def finish_failed(self, exc: BaseException) -> None:
-        error = describe_error(exc)
+        error = describe_error(exc, self.run_id)
         log.info("run failed: %s", error["message"], extra={"run_id": self.run_id})
         self.record(EventType.WORKFLOW_FAILED, {"error": error})
         self.post_status(RunStatus.FAILED, error=public_error(error))

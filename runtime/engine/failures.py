@@ -14,12 +14,18 @@ __all__ = ["MAX_TRACEBACK_CHARS", "describe_error", "outage", "public_error"]
 MAX_TRACEBACK_CHARS = 8192
 
 
-def describe_error(exc: BaseException) -> dict[str, Any]:
+def describe_error(exc: BaseException, run_id: str | None = None) -> dict[str, Any]:
     """The error as events record it: type, message, code, and for an exception of the
     application's code (not Parley's own: a failed step or child, a timeout, a limit) its
-    formatted traceback, the last ``MAX_TRACEBACK_CHARS`` characters of it."""
+    formatted traceback, the last ``MAX_TRACEBACK_CHARS`` characters of it. Recorded in
+    the log of ``run_id``, a Parley error about that run does not name it again: the
+    message said "(run=…)" once per level it went through (a step's failure, the run's,
+    ``RunFailed``), up to three times."""
     code = getattr(exc, "code", None)
-    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    message = str(exc)
+    if isinstance(exc, ParleyError) and run_id is not None and exc.run_id == run_id:
+        message = exc.message if exc.hook_id is None else f"{exc.message} (hook={exc.hook_id})"
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": message}
     if isinstance(code, str):
         error["code"] = code
     if isinstance(exc, Exception) and not isinstance(exc, ParleyError) and exc.__traceback__:

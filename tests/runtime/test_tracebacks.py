@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from runtime import RunStatus, Runtime, Worker, step, workflow
 from runtime.engine.failures import MAX_TRACEBACK_CHARS, describe_error
-from runtime.errors import StepFailed
+from runtime.errors import HookTimeout, RunFailed, StepFailed
 
 
 def parse_the_invoice(text: str) -> int:
@@ -71,3 +73,27 @@ def test_the_traceback_is_bounded_and_only_for_real_exceptions() -> None:
     assert tb.startswith("\u2026") and tb.endswith("x")
     assert "traceback" not in describe_error(StepFailed("step 'a' failed"))
     assert "traceback" not in describe_error(ValueError("never raised"))
+
+
+async def test_a_failed_runs_error_names_the_run_once(rt: Runtime, worker: Worker) -> None:
+    """Before, the run's recorded message was ``str()`` of its StepFailed, "(run=…)" and
+    all, and RunFailed added it again: "... (run=r-1) (run=r-1)"."""
+    run_id = await rt.start(tb_step_wf)
+    await worker.drain()
+    info = await rt.get_run(run_id)
+    assert info.error is not None
+    assert info.error["message"] == (
+        "step 'read_invoice-0' failed: ValueError: invalid literal for int() with base 10:"
+        " 'not a number'"
+    )
+    with pytest.raises(RunFailed) as failed:
+        await rt.wait(run_id, timeout=5)
+    assert str(failed.value).count(run_id) == 1
+
+
+def test_an_error_about_another_run_or_a_hook_still_names_it() -> None:
+    about_a_hook = HookTimeout("no answer in time", run_id="r-1", hook_id="h0.ask")
+    assert describe_error(about_a_hook, "r-1")["message"] == "no answer in time (hook=h0.ask)"
+    about_another_run = StepFailed("it failed", run_id="r-2")
+    assert describe_error(about_another_run, "r-1")["message"] == "it failed (run=r-2)"
+    assert describe_error(about_another_run)["message"] == "it failed (run=r-2)"
