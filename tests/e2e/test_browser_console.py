@@ -15,6 +15,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
+from runtime.models import RunStatus
 from tests.processes import wait_until
 
 from .conftest import screenshot
@@ -380,18 +381,34 @@ def test_a_run_that_continued_as_new_is_shown_finished(page: Page, stack: Stack)
     assert len(reads) == 1, reads
 
 
-# The look of a status badge (dom.js's statusBadge) on the console's page, per status.
-BADGE_LOOKS = """async (statuses) => {
+# The look of a status badge (dom.js's statusBadge) on the console's page, per status: the
+# computed values of LOOK, evaluated with [statuses, LOOK].
+BADGE_LOOKS = """async ([statuses, properties]) => {
   const { statusBadge } = await import("/widget/console/dom.js");
   const looks = {};
   for (const status of statuses) {
     const badge = document.getElementById("pc-main").appendChild(statusBadge(status));
     const style = getComputedStyle(badge);
-    looks[status] = [style.color, style.borderTopColor, style.backgroundColor].join(" ");
+    looks[status] = Object.fromEntries(properties.map((p) => [p, style.getPropertyValue(p)]));
     badge.remove();
   }
   return looks;
 }"""
+# What a badge looks like: its colours, and what tells it apart besides them (SHAPE).
+SHAPE = ("border-top-style", "border-top-width", "font-style", "font-weight")
+LOOK = ("color", "border-top-color", "background-color", *SHAPE)
+TRANSPARENT = "rgba(0, 0, 0, 0)"
+UNSTYLED = "no-such-status"  # a status the console has no style for
+
+
+def badge_looks(page: Page, statuses: list[str]) -> dict[str, dict[str, str]]:
+    looks: dict[str, dict[str, str]] = page.evaluate(BADGE_LOOKS, [statuses, LOOK])
+    return looks
+
+
+def shape(look: dict[str, str]) -> tuple[str, ...]:
+    """A badge's look without its colours: its edge, its type, and whether it is filled."""
+    return (*(look[p] for p in SHAPE), str(look["background-color"] != TRANSPARENT))
 
 
 def _contrast(rgb: str, background: str = "rgb(255, 255, 255)") -> float:
@@ -414,8 +431,8 @@ def test_a_continued_run_has_a_badge_of_its_own_and_names_the_run_it_continued_a
     run_id = continued_run(page, stack)
     successor = stack.http.get(f"/api/runs/{run_id}").json()["continued_to"]
     styled = ["completed", "failed", "cancelled", "suspended", "running", "pending"]
-    looks = page.evaluate(BADGE_LOOKS, [*styled, "continued", "no-such-status"])
-    assert looks["continued"] != looks["no-such-status"], looks  # styled at all
+    looks = badge_looks(page, [*styled, "continued", UNSTYLED])
+    assert looks["continued"] != looks[UNSTYLED], looks  # styled at all
     assert looks["continued"] not in [looks[s] for s in styled], looks  # and its own
     colour = page.locator("tbody tr .pc-status").evaluate("b => getComputedStyle(b).color")
     assert _contrast(colour) >= 4.5, colour
@@ -434,6 +451,61 @@ def test_a_continued_run_has_a_badge_of_its_own_and_names_the_run_it_continued_a
     ).to_be_visible()
     expect(page.locator('[data-fact="Continued from"]')).to_have_text(run_id)
     assert_accessible(page, "run page of a continued run's successor")
+
+
+# Statuses whose badge differs from every other's by more than its colours (an edge or a fill
+# no other has), not only from those of the same colour.
+SHAPED = {RunStatus.BLOCKED, RunStatus.PARKED, RunStatus.CONTINUED}
+
+
+@pytest.mark.parametrize("status", list(RunStatus))
+def test_every_run_status_has_a_badge_of_its_own(
+    page: Page, stack: Stack, status: RunStatus
+) -> None:
+    """``blocked`` and ``parked`` had no badge style (they looked like unstyled text), and
+    ``pending``/``running`` and ``failed``/``cancelled`` shared one. Each status the console
+    can show (the runs filter offers every RunStatus) now has a look no other has; one that
+    shares its colour with another differs from it by its edge or fill too; and its text
+    meets WCAG AA contrast (4.5:1) on what it sits on."""
+    sign_in(page, stack)
+    offered = (
+        page.get_by_label("Status")
+        .locator("option")
+        .evaluate_all("options => options.map((o) => o.value)")
+    )
+    assert sorted(offered) == sorted(["", *RunStatus]), offered
+    looks = badge_looks(page, [*RunStatus, UNSTYLED])
+    mine = looks[status]
+    assert mine != looks[UNSTYLED], mine  # styled at all
+    alike = [s for s in RunStatus if s != status and looks[s] == mine]
+    assert not alike, (status, alike, looks)  # and its own
+    by_colour_alone = [
+        s
+        for s in RunStatus
+        if s != status and looks[s]["color"] == mine["color"] and shape(looks[s]) == shape(mine)
+    ]
+    assert not by_colour_alone, (status, by_colour_alone, looks)
+    if status in SHAPED:
+        same_shape = [s for s in RunStatus if s != status and shape(looks[s]) == shape(mine)]
+        assert not same_shape, (status, same_shape, looks)
+    page_background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    grounds = (
+        [mine["background-color"]]
+        if mine["background-color"] != TRANSPARENT
+        else ["rgb(255, 255, 255)", page_background]  # a table's cell or a card; the page
+    )
+    for ground in grounds:
+        assert _contrast(mine["color"], ground) >= 4.5, (status, mine["color"], ground)
+    # axe on a page showing it (its colour-contrast rule included)
+    page.evaluate(
+        """async (status) => {
+          const { statusBadge } = await import("/widget/console/dom.js");
+          document.getElementById("pc-main").appendChild(statusBadge(status));
+        }""",
+        status.value,
+    )
+    expect(page.locator(f'#pc-main > .pc-status[data-status="{status}"]')).to_have_text(status)
+    assert_accessible(page, f"runs list with a {status} badge")
 
 
 def test_the_inbox_link_is_named_with_the_number_of_approvals_waiting(
