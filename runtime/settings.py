@@ -149,7 +149,7 @@ class Settings:
             partitions=_int(env, "PARLEY_PARTITIONS", DEFAULT_PARTITIONS),
             log_level=log_level(env.get("PARLEY_LOG_LEVEL") or "INFO", "PARLEY_LOG_LEVEL"),
             log_format=_choice(env, "PARLEY_LOG_FORMAT", ("text", "json"), "text"),
-            metrics_port=_int(env, "PARLEY_METRICS_PORT", 0),
+            metrics_port=metrics_port(env.get("PARLEY_METRICS_PORT") or "0", "PARLEY_METRICS_PORT"),
             consumer_sweep_idle=env.get("PARLEY_CONSUMER_SWEEP_IDLE")
             or DEFAULT_CONSUMER_SWEEP_IDLE,
             version=env.get("PARLEY_VERSION", ""),
@@ -251,6 +251,22 @@ def log_level(raw: str, name: str) -> str:
     if level not in known:
         raise ValueError(f"{name} must be one of {', '.join(known)}; got {raw!r}")
     return level
+
+
+# What a worker's metrics port may be (``--metrics-port``, ``PARLEY_METRICS_PORT``).
+METRICS_PORT_EXPECTED = "a port 1-65535 (0: no metrics)"
+
+
+def metrics_port(raw: str, name: str) -> int:
+    """``raw`` as a worker's metrics port, 0 for none; ``name`` is where it was given, for
+    the error. Checked before the worker starts: bind() would refuse it with a traceback."""
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{name} must be {METRICS_PORT_EXPECTED}, got {raw!r}")
+    return port
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

@@ -14,7 +14,13 @@ from .. import _loop, tracing
 from ..client import Runtime
 from ..errors import ParleyError, UsageError
 from ..ids import check_name
-from ..settings import DEFAULT_CONCURRENCY, DEFAULT_LEASE_SECONDS, Settings
+from ..settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_LEASE_SECONDS,
+    METRICS_PORT_EXPECTED,
+    Settings,
+    metrics_port,
+)
 from ..worker import Worker
 from ..worker.leases import sweep_idle_ms
 from .ops import _positive_int, add_allow_memory, embedded_store_refused, import_app_options
@@ -58,12 +64,22 @@ def add_command(sub: Any, add_common: Any) -> None:
     )
     parser.add_argument(
         "--metrics-port",
-        type=int,
+        type=_metrics_port,
         default=None,
         help="serve Prometheus metrics on this port (0: off; default: $PARLEY_METRICS_PORT)",
     )
     add_allow_memory(parser)
     parser.set_defaults(handler=_worker_command)
+
+
+def _metrics_port(text: str) -> int:
+    try:
+        return metrics_port(text, "--metrics-port")
+    except ValueError:
+        # argparse names the option before: "argument --metrics-port: expected a port ..."
+        raise argparse.ArgumentTypeError(
+            f"expected {METRICS_PORT_EXPECTED}, got {text!r}"
+        ) from None
 
 
 def _worker_command(args: argparse.Namespace) -> int:

@@ -327,6 +327,33 @@ def test_an_app_that_does_not_import_is_one_line_not_a_traceback(
     check_unimportable_apps_refused(tmp_path, prefix, *command)
 
 
+@pytest.mark.parametrize("port", ["-1", "65536", "99999999999999999999"])
+def test_a_metrics_port_out_of_range_is_one_line_not_a_traceback(port: str) -> None:
+    """Over 65535, bind() raised an OverflowError (a traceback, exit 1); a negative one was
+    said as a port taken ("Servname not supported"). Now either, as the option or as the
+    variable, is a line saying what a metrics port may be, exit 2."""
+    worker = ("worker", "--app", "tests.apps.hitl_app", "--allow-memory")
+    given = parley_with({}, *worker, "--metrics-port", port)
+    assert given.returncode == 2 and "Traceback" not in given.stderr, given.stderr[-600:]
+    assert given.stderr.splitlines()[-1] == (  # the option named once, as argparse names it
+        f"parley worker: error: argument --metrics-port: expected a port 1-65535 (0: no "
+        f"metrics), got {port!r}"
+    ), given.stderr
+    from_env = parley_with({"PARLEY_METRICS_PORT": port}, *worker)
+    assert from_env.returncode == 2, from_env.stderr[-600:]
+    assert from_env.stderr == (
+        f"parley: PARLEY_METRICS_PORT must be a port 1-65535 (0: no metrics), got {port!r}\n"
+    ), from_env.stderr[-600:]
+
+
+def test_a_metrics_port_is_0_to_65535() -> None:
+    for value, port in (("", 0), ("0", 0), ("1", 1), ("65535", 65535)):
+        assert Settings.from_env({"PARLEY_METRICS_PORT": value}).metrics_port == port
+    assert Settings.from_env({}).metrics_port == 0
+    with pytest.raises(ValueError, match=r"PARLEY_METRICS_PORT must be a port 1-65535"):
+        Settings.from_env({"PARLEY_METRICS_PORT": "nine"})
+
+
 def test_a_metrics_port_taken_is_one_line_not_a_traceback() -> None:
     """Said before the worker says it started, naming where the port was given."""
     with socket.socket() as taken:
