@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import _faults, tracing
 from .._codec import dumps, encode_fragment, encode_value
-from ..errors import EventLimitExceeded, HookTimeout, StepFailed, UsageError
+from ..errors import EventLimitExceeded, HookTimeout, InvalidPayload, StepFailed, UsageError
 from ..models import EventType
 from ..registry import StepOptions
 from .execution import Execution, current_execution
@@ -17,8 +17,15 @@ from .failures import describe_error, outage
 from .firsts import in_a_losing_branch, note_reach, note_work, withdrawn_at_once
 from .signals import Abort, ReplayEnded, StepScope, Suspend, current_step
 
-# Failures that re-running cannot fix: retrying would only burn attempts.
-_NOT_RETRIED: tuple[type[BaseException], ...] = (HookTimeout, UsageError, EventLimitExceeded)
+# Failures that re-running cannot fix: retrying would only burn attempts, and re-run the
+# body's side effects (an InvalidPayload: a checkpoint or a call's value that is not JSON,
+# or too large, is the same at every attempt).
+_NOT_RETRIED: tuple[type[BaseException], ...] = (
+    HookTimeout,
+    UsageError,
+    EventLimitExceeded,
+    InvalidPayload,
+)
 
 
 async def call_step(

@@ -128,6 +128,32 @@ async def test_step_failure_after_retries(rt: Runtime, worker: Worker) -> None:
     assert calls["always"] == 4  # 2 attempts x 2 runs
 
 
+class NotJson:
+    pass
+
+
+@step(retries=2, retry_delay=0)
+async def charges_then_bad_checkpoint() -> str:
+    calls["charged"] += 1  # a side effect (an agent's tool that charged a card)
+    await save_step_checkpoint({"reading": NotJson()})  # InvalidPayload, every attempt
+    return "never"
+
+
+@workflow(name="bad_checkpoint_wf")
+async def bad_checkpoint_wf() -> str:
+    return await charges_then_bad_checkpoint()
+
+
+async def test_an_invalid_payload_in_a_step_is_not_retried(rt: Runtime, worker: Worker) -> None:
+    """A checkpoint that is not JSON fails the same way at every attempt: the step fails
+    at once, its body (and its side effects) run once, not once per retry."""
+    run_id = await rt.start(bad_checkpoint_wf)
+    await worker.drain()
+    with pytest.raises(RunFailed, match="InvalidPayload"):
+        await rt.wait(run_id, timeout=5)
+    assert calls["charged"] == 1
+
+
 @step(timeout=0.05)
 async def too_slow() -> None:
     await asyncio.sleep(5)
