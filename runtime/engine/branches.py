@@ -26,12 +26,14 @@ from .scopes import current_scope
 from .signals import Suspend, current_step
 from .tracks import started_task
 
-# How long a held wait waits at most for a branch busy with something that is not a step
-# (an await outside Parley, which belongs in a step): many times what a replay takes to
-# bring a branch back to where the run was. Longer, the suspension goes on as asyncio
-# would pass it, and what that branch does comes after the wait's answer. (A step's run is
-# waited for however long it takes: the execution waits for it before it suspends anyway.)
-HOLD_SECONDS = 5.0
+# How long a held wait waits at most while every other busy branch is blocked on something
+# outside the run (an await outside Parley, which belongs in a step; a wait_for or shield
+# around a wait, which the held wait's release is what completes): longer, the suspension
+# goes on as asyncio would pass it, and what such a branch does comes after the wait's
+# answer. Short, as each suspension of those shapes pays it. (A branch that can run,
+# replaying what the log holds of it, and a step's run however long it takes are waited
+# for: the execution waits for a step before it suspends anyway.)
+HOLD_SECONDS = 0.05
 # How often a held wait looks again at the other branches, doubling up to the second: a
 # branch can come to depend on the held wait without ending (it awaits the wait's task),
 # which nothing announces.
@@ -158,7 +160,7 @@ async def _hold(branches: Branches) -> None:
     give_up: float | None = None
     try:
         while busy := _busy(branches.children, holding):
-            if branches.steps_running:
+            if branches.steps_running or any(_can_run(task) for task in busy):
                 give_up = None
             elif give_up is None:
                 give_up = loop.time() + HOLD_SECONDS
@@ -181,6 +183,11 @@ def _busy(
         for task in children
         if not task.done() and task not in holding and not _waits_on(task, holding, set())
     ]
+
+
+def _can_run(task: asyncio.Future[Any]) -> bool:
+    """Whether ``task`` is scheduled to run (not suspended on a future): replaying, say."""
+    return getattr(task, "_fut_waiter", None) is None
 
 
 def _waits_on(task: asyncio.Future[Any], holding: set[asyncio.Future[Any]], seen: set[int]) -> bool:

@@ -127,10 +127,11 @@ async def gf_branch_failing_after_its_own_await() -> Any:
 
 
 async def test_a_branch_failing_after_an_await_of_its_own_fails_the_run_at_once(
-    rt: Runtime, worker: Worker
+    rt: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not a step's failure: the wait holds its suspension back for it all the same (before,
     the run suspended, and the failure came only with the answer)."""
+    monkeypatch.setattr(branches, "HOLD_SECONDS", 2.0)  # (its await, on a loaded machine)
     run_id = await rt.start(gf_branch_failing_after_its_own_await)
     await asyncio.wait_for(worker.drain(), timeout=20)
     info = await rt.get_run(run_id)
@@ -331,3 +332,40 @@ async def test_a_failure_the_code_handled_runs_no_step_again(
     await worker.drain()
     assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
     assert bodies_run[label] == 1
+
+
+@workflow(name="gf_wait_for_in_a_branch")
+async def gf_wait_for_in_a_branch() -> Any:
+    return await asyncio.gather(asyncio.wait_for(hook("ask"), 3600), hook("other"))
+
+
+@workflow(name="gf_shielded_wait")
+async def gf_shielded_wait() -> Any:
+    asking = asyncio.ensure_future(hook("ask"))
+
+    async def reads() -> Any:
+        return await asyncio.shield(asking)
+
+    return await asyncio.gather(asking, reads(), hook("other"))
+
+
+@pytest.mark.parametrize(
+    ("wf", "result"),
+    [(gf_wait_for_in_a_branch, ["ask!", "other!"]), (gf_shielded_wait, ["ask!", "ask!", "other!"])],
+    ids=["wait_for", "shield"],
+)
+async def test_a_branch_blocked_outside_the_run_holds_a_wait_back_only_briefly(
+    rt: Runtime, worker: Worker, wf: Any, result: Any
+) -> None:
+    """A branch blocked on a future outside the run, which the held wait's release may be
+    what completes (wait_for's and shield's own waiting): the run suspends once every other
+    branch has been blocked so for HOLD_SECONDS (bench: not timed here), and completes with
+    the answers."""
+    run_id = await rt.start(wf)
+    await asyncio.wait_for(worker.drain(), timeout=20)
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    for pending in await rt.list_hooks(run_id=run_id):
+        assert await rt.resume_hook(pending.token, pending.name + "!") is True
+    await asyncio.wait_for(worker.drain(), timeout=20)
+    info = await rt.get_run(run_id)
+    assert (info.status, info.result) == (RunStatus.COMPLETED, result)
