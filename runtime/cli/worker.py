@@ -95,7 +95,6 @@ def _worker_command(args: argparse.Namespace) -> int:
         args.metrics_option = f"PARLEY_METRICS_PORT={args.metrics_port}"
     try:  # checked before anything starts: a typo in the environment, said plainly
         sweep_idle_ms(settings.consumer_sweep_idle)
-        import_app_options(args.app)
     except UsageError as exc:
         print(f"parley worker: {exc}", file=sys.stderr)
         return 2
@@ -111,6 +110,10 @@ async def _run_worker(args: argparse.Namespace) -> int:
         runtime = Runtime(args.redis, partitions=args.partitions, lease_seconds=args.lease)
         if args.version:
             check_name(args.version, "version")
+        # Inside the running loop, as the worker imports them: an app may start its own
+        # tasks when imported (bench/app.py's reporter did not start when they were
+        # imported before the loop, and every bench run failed).
+        import_app_options(args.app)
         worker = Worker(
             runtime,
             app=args.app,
