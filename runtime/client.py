@@ -59,6 +59,18 @@ from .tags import check_tags
 __all__ = ["Limits", "Runtime"]
 
 
+def _start_attributes(workflow: str | Callable[..., Any]) -> dict[str, str]:
+    """A ``parley.start`` span's attributes: the workflow's registered name, also when
+    start() is given the function (its ``str`` is a ``<function ... at 0x...>`` repr that
+    no one searches by); a function that is no workflow (the start fails) by its name."""
+    if isinstance(workflow, str):
+        return {"parley.workflow": workflow}
+    name = getattr(workflow, "__parley_workflow__", None)
+    if name is None:
+        name = getattr(workflow, "__qualname__", None) or repr(workflow)
+    return {"parley.workflow": str(name)}
+
+
 class _Connect:
     """``await Runtime.connect(url, **options)`` builds and connects a runtime (the design's
     ``connect(url)``); ``await rt.connect()`` connects an existing one (idempotent). Either
@@ -167,7 +179,7 @@ class Runtime(AnswerCalls, OperatorCalls):
         is free again once the run has expired after its retention.)
         """
         if tracing.enabled():
-            with tracing.span("parley.start", attributes={"parley.workflow": str(workflow)}):
+            with tracing.span("parley.start", attributes=_start_attributes(workflow)):
                 return await self._start(
                     workflow, args, session, run_id, idempotency_key, tags, kwargs
                 )
@@ -189,7 +201,8 @@ class Runtime(AnswerCalls, OperatorCalls):
         check (the workflow known, the run's input and the message within the limits), so
         a refused start (``WorkflowNotFound``, ``InvalidPayload``, ``UsageError``) shows
         nothing and starts nothing."""
-        with tracing.span("parley.start", attributes={"parley.workflow": str(workflow)}):
+        attributes = _start_attributes(workflow) if tracing.enabled() else None
+        with tracing.span("parley.start", attributes=attributes):
             return await self._start(
                 workflow, args, session, None, idempotency_key, None, kwargs, message
             )

@@ -104,6 +104,17 @@ async def test_a_run_is_one_trace_across_its_executions(
     assert suspended_step["status"] == "UNSET"  # a suspension is not an error
 
 
+async def test_the_start_span_names_the_workflow_not_the_function_repr(
+    rt: Runtime, spans: InMemorySpanExporter
+) -> None:
+    """Started with the function (as the README does) or by its name, the span carries the
+    registered name: not str(function), a '<function traced_wf at 0x...>' repr."""
+    await rt.start(traced_wf, "draft")
+    await rt.start("traced_wf", "draft")
+    starts = [s for s in _finished(spans) if s["name"] == "parley.start"]
+    assert [s["attributes"]["parley.workflow"] for s in starts] == ["traced_wf", "traced_wf"]
+
+
 async def test_untraced_runs_carry_no_trace(rt: Runtime, worker: Worker) -> None:
     assert not tracing.enabled()
     run_id = await rt.start(traced_wf, "draft")
