@@ -26,6 +26,7 @@ from .errors import (
     HookExpired,
     HookNotFound,
     InvalidPayload,
+    InvalidToken,
     RunFinished,
     RunNotFound,
     UsageError,
@@ -59,7 +60,7 @@ class AnswerCalls:
         RunFinished, InvalidPayload/PayloadTooLarge; none of these changes anything.
         """
         if tracing.enabled():
-            with tracing.span("parley.resume_hook", attributes={"parley.token": token}):
+            with tracing.span("parley.resume_hook", attributes=_resume_attributes(token)):
                 return await self._resume_hook(token, payload, answered_by)
         return await self._resume_hook(token, payload, answered_by)
 
@@ -131,6 +132,20 @@ class AnswerCalls:
 
 
 MAX_ANSWERED_BY_CHARS = 200
+
+
+def _resume_attributes(token: str) -> dict[str, str]:
+    """A ``parley.resume_hook`` span's attributes: the run and hook ids besides the token,
+    the ids the execution and hook.wait spans carry, to find an answer's span by them (a
+    malformed token has none: the call fails inside the span with InvalidToken)."""
+    attributes = {"parley.token": token}
+    try:
+        run_id, hook_id = parse_token(token)
+    except InvalidToken:
+        return attributes
+    attributes["parley.run_id"] = run_id
+    attributes["parley.hook_id"] = hook_id
+    return attributes
 
 
 def _answered_by(answered_by: str | None, *, run_id: str, hook_id: str) -> dict[str, str]:

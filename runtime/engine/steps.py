@@ -90,7 +90,7 @@ async def call_step(
         execution.branches.steps_running += 1  # (a wait held back in a gather waits for it)
         try:
             if tracing.enabled():
-                result = await _traced_step(fn, options, args, kwargs, step_id, attempt)
+                result = await _traced_step(fn, options, args, kwargs, execution, step_id, attempt)
             elif options.timeout is None:
                 result = await fn(*args, **kwargs)
             else:
@@ -137,11 +137,17 @@ async def _traced_step(
     options: StepOptions,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    execution: Execution,
     step_id: str,
     attempt: int,
 ) -> Any:
-    """The step's body as a ``parley.step`` span (runtime.tracing)."""
-    attributes = {"parley.step_id": step_id, "parley.attempt": attempt}
+    """The step's body as a ``parley.step`` span (runtime.tracing), with the run's id: a
+    step's spans are found by the run as its execution's are."""
+    attributes = {
+        "parley.run_id": execution.run_id,
+        "parley.step_id": step_id,
+        "parley.attempt": attempt,
+    }
     with tracing.span("parley.step", attributes=attributes):
         async with asyncio.timeout(options.timeout):
             return await fn(*args, **kwargs)

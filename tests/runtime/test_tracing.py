@@ -115,6 +115,25 @@ async def test_the_start_span_names_the_workflow_not_the_function_repr(
     assert [s["attributes"]["parley.workflow"] for s in starts] == ["traced_wf", "traced_wf"]
 
 
+async def test_resume_hook_and_step_spans_carry_the_run_and_hook_ids(
+    rt: Runtime, worker: Worker, spans: InMemorySpanExporter
+) -> None:
+    """The ids parley.execution and parley.hook.wait carry, to search an answer's span and
+    a step's by: parley.resume_hook had only the token, parley.step no run id."""
+    run_id = await rt.start(traced_wf, "draft")
+    await worker.drain()
+    [pending] = await rt.list_hooks(run_id=run_id)
+    await rt.resume_hook(pending.token, "ok")
+    await worker.drain()
+    recorded = _finished(spans)
+    [resume] = [s for s in recorded if s["name"] == "parley.resume_hook"]
+    assert resume["attributes"].get("parley.run_id") == run_id
+    assert resume["attributes"].get("parley.hook_id") == pending.hook_id
+    steps = [s for s in recorded if s["name"] == "parley.step"]
+    assert len(steps) == 2  # suspended on the hook, then completed
+    assert [s["attributes"].get("parley.run_id") for s in steps] == [run_id, run_id]
+
+
 async def test_untraced_runs_carry_no_trace(rt: Runtime, worker: Worker) -> None:
     assert not tracing.enabled()
     run_id = await rt.start(traced_wf, "draft")
