@@ -1,8 +1,10 @@
-"""Real worker processes for crash, zombie and scale tests."""
+"""Real worker and `parley` CLI processes for crash, zombie, scale and CLI tests."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,3 +85,59 @@ def listens_on(pid: int, port: int) -> bool:
             if state == listening and int(local.rsplit(":", 1)[1], 16) == port and inode in inodes:
                 return True
     return False
+
+
+def parley_with(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The command with ``env`` over an environment without any ``PARLEY_*`` variable."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}
+    full.pop("REDIS_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli", *args],
+        cwd=ROOT,
+        env={**full, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+BROKEN_APP = "parley_test_broken_app"  # written by unimportable_apps, on PYTHONPATH
+
+
+def unimportable_apps(directory: Path) -> dict[str, tuple[str, ...]]:
+    """``--app`` values that do not import, each with what its error must say. One is a
+    module (written into ``directory``) that is found but whose own import fails: the
+    error says so, with the original error and where it was raised."""
+    (directory / f"{BROKEN_APP}.py").write_text("import parley_no_such_dependency\n")
+    return {
+        "no_such_module": (
+            "--app: expected a module this process can import, got 'no_such_module': "
+            "ModuleNotFoundError: No module named 'no_such_module'",
+        ),
+        "tests.apps.no_such_app": (
+            "got 'tests.apps.no_such_app': ModuleNotFoundError: No module named "
+            "'tests.apps.no_such_app'",
+        ),
+        "tests.apps.hitl_app:hitl": (
+            "--app: expected a module's import path (package.module, not module:attr or a "
+            "file), got 'tests.apps.hitl_app:hitl'",
+        ),
+        BROKEN_APP: (
+            f"--app {BROKEN_APP!r}: the module was found, but importing it failed at "
+            f"{directory / BROKEN_APP}.py, line 1: ModuleNotFoundError: No module named "
+            "'parley_no_such_dependency'",
+        ),
+    }
+
+
+def check_unimportable_apps_refused(
+    directory: Path, prefix: str, *command: str, env: dict[str, str] | None = None
+) -> None:
+    """``command`` with each ``--app`` of :func:`unimportable_apps`: one line starting with
+    ``prefix`` that says what was given and why it failed, and exit status 2."""
+    for app, said in unimportable_apps(directory).items():
+        out = parley_with({"PYTHONPATH": str(directory), **(env or {})}, *command, "--app", app)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-600:]
+        assert out.stderr.startswith(prefix) and out.stderr.count("\n") == 1, out.stderr
+        for part in said:
+            assert part in out.stderr, out.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from tests.runtime.test_cli import check_unimportable_apps_refused
+from tests.processes import check_unimportable_apps_refused
 
 from .conftest import API_KEY
 
