@@ -158,7 +158,7 @@ async def _record_failure(
 ) -> int:
     """Record a failed attempt. Returns the next attempt number when it retries at once;
     raises Suspend (durable backoff) or StepFailed (out of attempts)."""
-    error = describe_error(exc)
+    error = describe_error(exc, execution.run_id)
     retryable = not isinstance(exc, _NOT_RETRIED)
     if not retryable or attempt >= options.retries:
         execution.record(

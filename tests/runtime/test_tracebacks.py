@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import RunStatus, Runtime, Worker, step, workflow
+from runtime import RunStatus, Runtime, Worker, save_step_checkpoint, step, workflow
 from runtime.engine.failures import MAX_TRACEBACK_CHARS, describe_error
 from runtime.errors import HookTimeout, RunFailed, StepFailed
 
@@ -97,3 +97,34 @@ def test_an_error_about_another_run_or_a_hook_still_names_it() -> None:
     about_another_run = StepFailed("it failed", run_id="r-2")
     assert describe_error(about_another_run, "r-1")["message"] == "it failed (run=r-2)"
     assert describe_error(about_another_run)["message"] == "it failed (run=r-2)"
+
+
+class NotJson:
+    pass
+
+
+@step(retries=0)
+async def saves_a_bad_checkpoint() -> None:
+    await save_step_checkpoint({"reading": NotJson()})  # InvalidPayload about this run
+
+
+@workflow(name="tb_own_error_wf")
+async def tb_own_error_wf() -> None:
+    await saves_a_bad_checkpoint()
+
+
+async def test_a_step_failing_on_an_error_about_its_own_run_names_the_run_once(
+    rt: Runtime, worker: Worker
+) -> None:
+    """A step's recorded error named its run ("(run=…)") inside its own run's log, and the
+    run's error and RunFailed then carried that name along: twice in what the caller saw."""
+    run_id = await rt.start(tb_own_error_wf)
+    await worker.drain()
+    [failed] = [e.data for e in await rt.events(run_id) if e.type == "step.failed"]
+    assert failed["error"]["type"] == "InvalidPayload"
+    assert run_id not in failed["error"]["message"]
+    info = await rt.get_run(run_id)
+    assert info.error is not None and run_id not in info.error["message"]
+    with pytest.raises(RunFailed) as raised:
+        await rt.wait(run_id, timeout=5)
+    assert str(raised.value).count(run_id) == 1
