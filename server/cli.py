@@ -90,7 +90,11 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
     for module in serving.apps:
         importlib.import_module(module)
     settings = Settings.from_env()
-    tracing.configure(settings)
+    try:  # tracing asked for without the otel extra: said in a line, as the others are
+        tracing.configure(settings)
+    except UsageError as exc:
+        print(f"parley {serving.name}: {exc}", file=sys.stderr)
+        return 2
     api_key = settings.api_key
     try:
         more_keys = [k for k in keys_from_settings(settings) if k.name != "default"]

@@ -141,3 +141,21 @@ def check_unimportable_apps_refused(
         assert out.stderr.startswith(prefix) and out.stderr.count("\n") == 1, out.stderr
         for part in said:
             assert part in out.stderr, out.stderr
+
+
+def without_module(directory: Path, missing: str) -> dict[str, str]:
+    """The environment of a process in which ``missing`` (and its submodules) cannot be
+    imported, as if not installed: a ``sitecustomize`` written into ``directory``, on its
+    PYTHONPATH, refuses it before any finder looks."""
+    (directory / "sitecustomize.py").write_text(
+        "import importlib.abc, sys\n"
+        "\n"
+        "class NotInstalled(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name == {missing!r} or name.startswith({missing + '.'!r}):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "        return None\n"
+        "\n"
+        "sys.meta_path.insert(0, NotInstalled())\n"
+    )
+    return {"PYTHONPATH": str(directory)}

@@ -103,10 +103,11 @@ def _worker_command(args: argparse.Namespace) -> int:
 
 async def _run_worker(args: argparse.Namespace) -> int:
     settings: Settings = args.settings
-    tracing.configure(settings)
     try:
-        # What is wrong before the worker starts (the store's URL, its partitions, the
-        # version, Redis down) is said in a line; once it runs, it rides out outages.
+        # What is wrong before the worker starts (tracing asked for without the otel
+        # extra, the store's URL, its partitions, the version, Redis down) is said in a
+        # line; once it runs, it rides out outages.
+        tracing.configure(settings)
         runtime = Runtime(args.redis, partitions=args.partitions, lease_seconds=args.lease)
         if args.version:
             check_name(args.version, "version")

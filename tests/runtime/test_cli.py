@@ -15,7 +15,13 @@ import pytest
 from runtime import Runtime, Worker, step, step_hook, workflow
 from runtime.errors import UsageError
 from runtime.settings import Settings
-from tests.processes import PARTITIONS, ROOT, check_unimportable_apps_refused, parley_with
+from tests.processes import (
+    PARTITIONS,
+    ROOT,
+    check_unimportable_apps_refused,
+    parley_with,
+    without_module,
+)
 from tests.raw_redis import raw
 
 
@@ -315,3 +321,25 @@ def test_a_metrics_port_taken_is_one_line_not_a_traceback() -> None:
             f"parley worker: {option}: expected a port free to serve metrics on, got "
             f"0.0.0.0:{port}: [Errno 98] Address already in use"
         ), out.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "missing"),
+    [
+        ({"PARLEY_TRACING": "1"}, "opentelemetry"),
+        ({"PARLEY_TRACING_FILE": "spans.jsonl"}, "opentelemetry.sdk"),
+    ],
+    ids=["tracing", "tracing-file"],
+)
+def test_tracing_without_opentelemetry_is_one_line_not_a_traceback(
+    tmp_path: Path, setting: dict[str, str], missing: str
+) -> None:
+    """Tracing asked for where the ``otel`` extra is not installed: refused before the
+    worker starts, as its other configuration errors are. tracing.configure ran outside
+    the handled region, and its UsageError was a traceback (exit 1)."""
+    env = {**without_module(tmp_path, missing), **setting}
+    out = parley_with(env, "worker", "--app", "tests.apps.hitl_app", "--allow-memory")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-600:]
+    [name] = setting
+    assert out.stderr.startswith(f"parley worker: {name}"), out.stderr
+    assert out.stderr.count("\n") == 1 and "pip install 'parley[otel]'" in out.stderr
