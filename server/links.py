@@ -28,6 +28,7 @@ from runtime import (
     InvalidLink,
     ParleyError,
     RunNotFound,
+    StoreUnavailable,
 )
 from runtime.ids import parse_token
 from runtime.links import Link, LinkSigner
@@ -35,7 +36,7 @@ from runtime.links import Link, LinkSigner
 from .api import _json, ctx_of, expect_object, read_json, require_api_key
 from .auth import Permission
 from .context import ServerContext
-from .errors import ApiError, parley_error_body, status_of
+from .errors import ApiError, status_of
 
 # Links are secrets in a URL: never sent on as a referrer, never cached, never framed.
 PAGE_HEADERS = {
@@ -112,6 +113,31 @@ REFUSALS: dict[str, tuple[int, str, str]] = {
         "This question no longer exists, so it cannot be answered. Nothing more is needed.",
     ),
 }
+
+
+# What a person reads when their answer itself was refused, by error code: what happened
+# and what to do (nothing was recorded; the page keeps what they entered, to correct it
+# and send it again). The runtime's wording (the schema's path and rule, byte counts) goes
+# in ``detail``.
+ANSWER_ERRORS: dict[str, str] = {
+    "invalid_payload": (
+        "This answer does not fit the question, so it was not recorded. "
+        "Check what you entered and send it again."
+    ),
+    "payload_too_large": (
+        "This answer is too long, so it was not recorded. Shorten it and send it again."
+    ),
+    "store_unavailable": (
+        "Your answer may not have been recorded: the service is briefly unavailable. "
+        "Wait a moment and send it again."
+    ),
+}
+# the same words for the other codes of each case
+ANSWER_ERRORS["request_too_large"] = ANSWER_ERRORS["payload_too_large"]
+ANSWER_ERROR_FALLBACK = (
+    "Your answer could not be recorded. Send it again in a moment; if it still does not "
+    "go through, ask whoever sent the link how else to answer."
+)
 
 
 def _known(reason: str) -> str:
@@ -241,8 +267,26 @@ def _refusal_json(reason: str, detail: str, **ids: Any) -> Response:
     return _json(body, status)
 
 
+def _answer_error_json(code: str, detail: str, status: int, **ids: Any) -> Response:
+    """An answer refused for itself (it does not fit the question, it is too large) or not
+    recorded for now (the store is out of reach): the person may send it again. As a
+    refusal of the link: ``message`` in plain words, the runtime's wording in ``detail``."""
+    message = ANSWER_ERRORS.get(code, ANSWER_ERROR_FALLBACK)
+    body = {"error": code, "reason": code, "message": message, "detail": detail, **ids}
+    return _json(body, status)
+
+
 async def link_answer(request: Request) -> Response:
     """Answer the link's hook: ``{"payload": ...}``."""
+    try:
+        return await _link_answer(request)
+    except ApiError as exc:  # the body: too large, not JSON
+        return _answer_error_json(exc.code, exc.message, exc.status)
+    except StoreUnavailable as exc:
+        return _answer_error_json(exc.code, exc.message, 503)
+
+
+async def _link_answer(request: Request) -> Response:
     ctx = ctx_of(request)
     try:
         link: Link = _signer(ctx).verify(
@@ -259,10 +303,12 @@ async def link_answer(request: Request) -> Response:
         recorded = await ctx.runtime.resume_hook(
             link.token, body["payload"], answered_by=link.answered_by
         )
+    except StoreUnavailable as exc:
+        return _answer_error_json(exc.code, exc.message, 503, **ids)
     except ParleyError as exc:
         reason = REASON_BY_CODE.get(exc.code)
         if reason is None:  # the answer itself is wrong (schema, size): the person may retry
-            return _json({**parley_error_body(exc), "reason": exc.code}, status_of(exc))
+            return _answer_error_json(exc.code, exc.message, status_of(exc), **ids)
         return _refusal_json(reason, exc.message, **ids)
     if not recorded:  # the same answer again: a link is single use
         return _refusal_json("received", "the hook was already answered", **ids)

@@ -42,12 +42,16 @@ async function submit(payload) {
   } catch (exc) {
     reply = { message: "The server could not be reached; try again." };
   }
-  // the server's message is written for the person; its code is for a machine only
-  error.textContent = reply.message || "The answer was not accepted.";
+  // The server's message is written for the person (what happened, what to do); its code
+  // is for a machine only, as is its "detail" (the runtime's own wording), never shown.
+  error.textContent = reply.message || "Your answer was not recorded. Send it again in a moment.";
   if (reply.error) error.dataset.code = reply.error;
-  // Only an answer that does not fit, or a server out of reach, may be given again.
+  // Only an answer that does not fit, or a server out of reach, may be given again: the
+  // form is as the person left it, to correct and send again.
   if (!FINAL.has(reply.error)) {
-    for (const control of holder.querySelectorAll("button, input, select, textarea")) control.disabled = false;
+    const controls = holder.querySelectorAll("button, input, select, textarea");
+    for (const control of controls) control.disabled = false;
+    controls[0]?.focus();
   }
 }
 

@@ -84,6 +84,30 @@ def test_answer_schema_is_enforced_through_the_link(client: TestClient) -> None:
     assert client.post(f"/a/{link}", json={"payload": {"ok": False}}).status_code == 200
 
 
+def test_an_answer_refused_for_itself_says_so_in_plain_words(client: TestClient) -> None:
+    """The answer page shows a refused answer's ``message``: what happened and that the
+    person may correct it and send it again; the runtime's wording (the schema's path,
+    byte counts) is in ``detail``, the code in ``error`` and ``reason`` as before."""
+    run_id, token = start_approval(client)
+    link = mint(client, token)["link"]
+    before = events(client, run_id)
+    r = client.post(f"/a/{link}", json={"payload": {"ok": "yes"}})
+    assert (r.status_code, r.json()["error"], r.json()["reason"]) == (
+        422,
+        "invalid_payload",
+        "invalid_payload",
+    )
+    assert r.json()["message"].startswith("This answer does not fit the question")
+    assert "schema" in r.json()["detail"] and "schema" not in r.json()["message"]
+    assert r.json()["run_id"] == run_id
+    big = client.post(f"/a/{link}", json={"payload": "x" * 300_000})
+    assert (big.status_code, big.json()["error"]) == (413, "request_too_large"), big.text
+    assert big.json()["message"].startswith("This answer is too long")
+    assert "bytes" in big.json()["detail"] and "bytes" not in big.json()["message"]
+    assert events(client, run_id) == before
+    assert client.post(f"/a/{link}", json={"payload": {"ok": False}}).status_code == 200
+
+
 def _parts(link: str) -> list[str]:
     return link.split(".")
 
