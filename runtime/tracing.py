@@ -13,12 +13,17 @@ in a ``parley`` process, :func:`configure`) turns it on. Then:
 - ``parley.step``: each step attempt, inside its execution;
 - ``parley.hook.wait``: each hook wait that ended (answered or expired), from the hook's
   creation to its end, recorded by the execution that the end woke;
-- ``parley.resume_hook``: an answer, in the caller's current trace (an HTTP request's).
+- ``parley.resume_hook``: an answer, in the caller's current trace (an HTTP request's);
+- a run started by ``child()`` stores the ``traceparent`` of the parent's execution that
+  started it (its executions are children of that one, in the parent's trace); a run
+  started by ``continue_as_new`` stores its predecessor's stored context (the same trace,
+  its executions children of the same ``parley.start``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
 import json
 import os
@@ -32,9 +37,11 @@ from .settings import Settings
 __all__ = [
     "annotate",
     "configure",
+    "continued_traceparent",
     "disable",
     "enable",
     "enabled",
+    "executing",
     "record_span",
     "span",
     "traceparent",
@@ -114,6 +121,34 @@ def traceparent() -> str | None:
     carrier: dict[str, str] = {}
     _w3c().inject(carrier)
     return carrier.get("traceparent")
+
+
+# The stored context (``traceparent``) of the run that the current execution executes,
+# set by the worker around a traced execution: what the run it continues as carries on.
+# Not the current span's: each successor's executions would nest one level deeper than
+# its predecessor's, and a conversation that never ends would grow a trace without end.
+_run_trace: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "parley_run_trace", default=None
+)
+
+
+@contextlib.contextmanager
+def executing(stored: str | None) -> Iterator[None]:
+    """Inside the block, the current execution's run has ``stored`` as its trace context
+    (its ``workflow.started`` event's ``trace``; None: it has none)."""
+    token = _run_trace.set(stored)
+    try:
+        yield
+    finally:
+        _run_trace.reset(token)
+
+
+def continued_traceparent() -> str | None:
+    """The ``traceparent`` a run that continues the current execution's run stores: that
+    run's own stored one, else (started untraced) the current span's; None when off."""
+    if _tracer is None:
+        return None
+    return _run_trace.get() or traceparent()
 
 
 def _context(parent: str | None) -> Any:

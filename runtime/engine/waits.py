@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, ClassVar, Final, Literal
 
-from .. import _faults
-from .._codec import due_ms, dumps, encode_value
+from .. import _faults, tracing
+from .._codec import due_ms, dumps, encode_value, loads
 from ..errors import ChildFailed, HookTimeout, StoreUnavailable
 from ..models import EventType
 from .execution import READ_SUFFIX, Execution
@@ -249,6 +249,12 @@ async def child(execution: Execution, workflow: str, started: bytes) -> Any:
             EventType.CHILD_STARTED,
             {"seq": position, "child_run_id": child_id, "workflow": workflow},
         )
+        trace = tracing.traceparent()
+        if trace is not None:
+            # The child's executions are children of this execution's span, in the
+            # parent's trace. Not counted against the input's limit (a traceparent is a
+            # fixed 55 characters): an input that fits untraced must not fail traced.
+            started = dumps({**loads(started), "trace": trace})
         execution.writes.start_child(child_id, workflow, started)
         # Durable before this run goes on: the child runs at once, on any worker.
         await execution.flush()

@@ -215,7 +215,10 @@ class TaskConsumer:
         woke = [e for e in events[last_suspension + 1 :] if e.type in WAKING_EVENTS]
         links = [e.data["trace"] for e in woke if isinstance(e.data.get("trace"), str)]
         attributes = {"parley.run_id": execution.run_id, "parley.workflow": claim.workflow}
-        with tracing.span("parley.execution", parent=parent, links=links, attributes=attributes):
+        with (
+            tracing.executing(parent if isinstance(parent, str) else None),
+            tracing.span("parley.execution", parent=parent, links=links, attributes=attributes),
+        ):
             created = {
                 e.data.get("hook_id"): e.timestamp_ms
                 for e in events

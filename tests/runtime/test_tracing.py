@@ -18,7 +18,18 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runtime import RunFailed, RunStatus, Runtime, Worker, step, step_hook, tracing, workflow
+from runtime import (
+    RunFailed,
+    RunStatus,
+    Runtime,
+    Worker,
+    child,
+    continue_as_new,
+    step,
+    step_hook,
+    tracing,
+    workflow,
+)
 from runtime.settings import Settings
 from runtime.tracing import span_json
 from tests.processes import ROOT, WorkerProcess, wait_until
@@ -327,3 +338,88 @@ async def test_the_spans_file_says_which_exception_failed_a_step(
     assert raised["attributes"]["exception.type"] == "ValueError"
     assert raised["attributes"]["exception.message"] == "no stock for A-1"
     assert "out_of_stock" in raised["attributes"]["exception.stacktrace"]
+
+
+@step
+async def traced_count(n: int) -> int:
+    return n
+
+
+@workflow(name="traced_continuing_wf")
+async def traced_continuing_wf(n: int) -> int:
+    if n > 0:
+        continue_as_new(n - 1)
+    return await traced_count(n)
+
+
+def _executions(recorded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(
+        (s for s in recorded if s["name"] == "parley.execution"), key=lambda s: s["start_ns"]
+    )
+
+
+async def test_a_run_continued_as_new_is_the_same_trace(
+    rt: Runtime, worker: Worker, spans: InMemorySpanExporter
+) -> None:
+    """A conversation that continues as new is one trace: each successor stores its
+    predecessor's trace context, and its executions are children of the same start (not
+    one level deeper per successor). The successor stored none, and its executions began
+    traces of their own."""
+    run_id = await rt.start(traced_continuing_wf, 2)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 0
+    recorded = _finished(spans)
+    [start] = [s for s in recorded if s["name"] == "parley.start"]
+    executions = _executions(recorded)
+    runs = [e["attributes"]["parley.run_id"] for e in executions]
+    assert len(set(runs)) == 3 and runs[0] == run_id, runs
+    assert [e["attributes"]["parley.outcome"] for e in executions] == [
+        "continued",
+        "continued",
+        "completed",
+    ]
+    assert [(e["trace_id"], e["parent_span_id"]) for e in executions] == [
+        (start["trace_id"], start["span_id"])
+    ] * 3
+    [counted] = [s for s in recorded if s["name"] == "parley.step"]
+    assert counted["trace_id"] == start["trace_id"]
+    assert counted["parent_span_id"] == executions[-1]["span_id"]
+    stored = {(await rt.events(run))[0].data.get("trace") for run in runs}
+    assert len(stored) == 1 and None not in stored, stored
+
+
+@workflow(name="traced_child_wf")
+async def traced_child_wf(n: int) -> int:
+    return await traced_count(n + 1)
+
+
+@workflow(name="traced_parent_wf")
+async def traced_parent_wf(n: int) -> int:
+    return await child(traced_child_wf, n)
+
+
+async def test_a_child_run_is_in_its_parents_trace(
+    rt: Runtime, worker: Worker, spans: InMemorySpanExporter
+) -> None:
+    """A child run's executions are children of the parent's execution that started it,
+    in the parent's trace: the child stored no trace context, and each of its executions
+    began a trace of its own, unlinked from the parent's."""
+    run_id = await rt.start(traced_parent_wf, 1)
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == 2
+    recorded = _finished(spans)
+    [start] = [s for s in recorded if s["name"] == "parley.start"]
+    executions = _executions(recorded)
+    parents = [e for e in executions if e["attributes"]["parley.run_id"] == run_id]
+    [child_execution] = [e for e in executions if e["attributes"]["parley.run_id"] != run_id]
+    assert [e["attributes"]["parley.outcome"] for e in parents] == ["suspended", "completed"]
+    assert {s["trace_id"] for s in recorded} == {start["trace_id"]}
+    assert [e["parent_span_id"] for e in parents] == [start["span_id"]] * 2
+    assert child_execution["parent_span_id"] == parents[0]["span_id"]
+    assert child_execution["attributes"]["parley.outcome"] == "completed"
+    [counted] = [s for s in recorded if s["name"] == "parley.step"]
+    assert counted["parent_span_id"] == child_execution["span_id"]
+    child_run = child_execution["attributes"]["parley.run_id"]
+    stored = (await rt.events(child_run))[0].data
+    assert stored["trace"].startswith(f"00-{start['trace_id']}-{parents[0]['span_id']}-")
+    assert stored["args"] == [1]
