@@ -65,3 +65,22 @@ def test_integration_imports_with_the_extra() -> None:
         pytest.skip("the langchain extra is not installed")
     assert proc.returncode == 0, proc.stderr
     assert "run_agent" in proc.stdout
+
+
+def test_the_integration_keeps_its_public_names() -> None:
+    """Its modules are private: users import every name from the integration itself,
+    including the callback types they annotate their own callbacks with."""
+    lc = pytest.importorskip("runtime.integrations.langchain")
+    assert sorted(lc.__all__) == [
+        "HumanRequest",
+        "HumanTool",
+        "HumanToolNotDriven",
+        "create_agent_graph",
+        "decode_transcript",
+        "encode_transcript",
+        "final_text",
+        "run_agent",
+    ]
+    for name in [*lc.__all__, "CHECKPOINT_VERSION", "HumanTools", "OnCreated", "OnText"]:
+        assert getattr(lc, name) is not None, name
+    assert lc.CHECKPOINT_VERSION == 1  # the checkpoints of waiting runs still load
