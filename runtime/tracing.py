@@ -12,7 +12,8 @@ in a ``parley`` process, :func:`configure`) turns it on. Then:
   the ``hook.received`` event);
 - ``parley.step``: each step attempt, inside its execution;
 - ``parley.hook.wait``: each hook wait that ended (answered or expired), from the hook's
-  creation to its end, recorded by the execution that the end woke;
+  creation to its end, recorded once by the execution that the end woke, when it went on
+  (not by one abandoned: the execution that runs the run again records it);
 - ``parley.resume_hook``: an answer, in the caller's current trace (an HTTP request's);
 - a run started by ``child()`` stores the ``traceparent`` of the parent's execution that
   started it (its executions are children of that one, in the parent's trace); a run

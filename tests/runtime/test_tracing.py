@@ -3,10 +3,12 @@ and, for worker processes, from the JSON lines they write (PARLEY_TRACING_FILE).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,8 +32,11 @@ from runtime import (
     tracing,
     workflow,
 )
+from runtime.errors import StoreUnavailable
 from runtime.settings import Settings
 from runtime.tracing import span_json
+from tests.apps import versions_app  # noqa: F401  (registers deploy_wf)
+from tests.apps.versions_app import VARIANT
 from tests.processes import ROOT, WorkerProcess, wait_until
 
 
@@ -423,3 +428,82 @@ async def test_a_child_run_is_in_its_parents_trace(
     stored = (await rt.events(child_run))[0].data
     assert stored["trace"].startswith(f"00-{start['trace_id']}-{parents[0]['span_id']}-")
     assert stored["args"] == [1]
+
+
+OUTAGES = {"left": 0}  # how many more times traced_after_review meets an outage
+
+
+@step
+async def traced_after_review(answer: str) -> str:
+    if OUTAGES["left"] > 0:
+        OUTAGES["left"] -= 1
+        raise StoreUnavailable("injected outage")  # the execution is abandoned, run again
+    return answer.upper()
+
+
+@workflow(name="traced_abandoned_wf")
+async def traced_abandoned_wf(draft: str) -> str:
+    return await traced_after_review(await traced_review(draft))
+
+
+async def test_a_hook_wait_is_one_span_when_the_woken_execution_is_abandoned(
+    backend_url: str, spans: InMemorySpanExporter
+) -> None:
+    """The execution an answer woke is abandoned (a store outage in a step after the
+    hook): the execution that runs the run again records the same wait. Each recorded
+    its parley.hook.wait span, and the one wait was two spans."""
+    async with Runtime(backend_url, partitions=2, lease_seconds=0.3) as rt:
+        run_id = await rt.start(traced_abandoned_wf, "draft")
+        worker = Worker(rt, visibility_timeout=0)
+        await worker.drain()
+        [pending] = await rt.list_hooks(run_id=run_id)
+        OUTAGES["left"] = 1
+        try:
+            await rt.resume_hook(pending.token, "fine")
+            await worker.drain()  # woken, abandoned: the task stays pending
+            assert OUTAGES["left"] == 0
+            deadline = time.monotonic() + 10
+            while (await rt.get_run(run_id)).status is not RunStatus.COMPLETED:
+                assert time.monotonic() < deadline, "the run was not executed again"
+                await worker.reclaim()
+                await worker.drain()
+                await asyncio.sleep(0.05)
+        finally:
+            OUTAGES["left"] = 0
+        assert await rt.wait(run_id, timeout=5) == "DRAFT: FINE"
+    recorded = _finished(spans)
+    executions = _executions(recorded)
+    assert len(executions) == 3, [e["attributes"] for e in executions]
+    waits = [s for s in recorded if s["name"] == "parley.hook.wait"]
+    assert len(waits) == 1, waits
+    [wait] = waits
+    assert wait["attributes"]["parley.hook_id"] == pending.hook_id
+    assert wait["parent_span_id"] == executions[-1]["span_id"]  # the one that went on
+
+
+async def test_a_hook_wait_is_one_span_when_its_run_is_blocked_then_retried(
+    rt: Runtime, worker: Worker, spans: InMemorySpanExporter
+) -> None:
+    """The execution an answer woke blocks the run (its code changed) and records the
+    wait; the retried run's execution, with the right code, recorded it again (no
+    suspension between them), and the one wait was two spans."""
+    run_id = await rt.start("deploy_wf")
+    await worker.drain()  # waits on the workflow's hook "approve"
+    [approve] = await rt.list_hooks(run_id=run_id)
+    try:
+        VARIANT["name"] = "swap"  # deployed while the run waits
+        await rt.resume_hook(approve.token, "yes")
+        await worker.drain()
+        assert (await rt.get_run(run_id)).status is RunStatus.BLOCKED
+    finally:
+        VARIANT["name"] = "a"
+    await rt.retry(run_id)
+    await worker.drain()  # now waits inside ask_step, on "confirm"
+    [confirm] = [h for h in await rt.list_hooks(run_id=run_id) if h.status.value == "pending"]
+    await rt.resume_hook(confirm.token, "sure")
+    await worker.drain()
+    assert (await rt.wait(run_id, timeout=5))["answer"] == "yes"
+    waits = [s for s in _finished(spans) if s["name"] == "parley.hook.wait"]
+    assert sorted(s["attributes"]["parley.hook_id"] for s in waits) == sorted(
+        [approve.hook_id, confirm.hook_id]
+    ), waits
