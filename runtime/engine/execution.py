@@ -41,6 +41,7 @@ from .signals import (
     ContinueAsNew,
     ReplayEnded,
     Suspend,
+    signal_of,
 )
 from .tasks import track_tasks
 
@@ -271,6 +272,11 @@ class Execution(Endings):
             try:
                 try:
                     result = await self.workflow.fn(*self.index.args, **self.index.kwargs)
+                except BaseExceptionGroup as group:  # an asyncio.TaskGroup's (signal_of)
+                    signal = signal_of(group)
+                    if signal is group:
+                        raise
+                    raise signal from None
                 finally:
                     await self.branches.settle()
                 try:

@@ -14,7 +14,7 @@ from ..models import EventType
 from . import tracks
 from .execution import Execution
 from .scopes import Position
-from .signals import Abort, Interrupted, Suspend
+from .signals import Abort, Interrupted, Suspend, signal_of
 from .tracks import Track
 
 # And every wait started inside each branch the code is in, outermost first, a first()
@@ -100,7 +100,8 @@ async def first_of(
     # another and its signal was dropped; the execution went on as if its write had been
     # applied and suspended cleanly, leaving the log without events the index had (a
     # step's result, run again by the next worker).
-    outcomes = [task.exception() for task in tasks]
+    # (a branch's asyncio.TaskGroup raised a group: what it stands for, signals.signal_of)
+    outcomes = [None if (exc := task.exception()) is None else signal_of(exc) for task in tasks]
     for exc in outcomes:
         if exc is not None and not isinstance(exc, Exception | Suspend):
             raise exc

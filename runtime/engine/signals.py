@@ -75,3 +75,34 @@ class ContinueAsNew(BaseException):
         super().__init__("continue_as_new")
         self.args_ = args
         self.kwargs = kwargs
+
+
+# The engine's signals that end the execution whatever else a group holds, worst first.
+_ENDING_SIGNALS: tuple[type[BaseException], ...] = (Abort, Blocked, ReplayEnded, ContinueAsNew)
+
+
+def signal_of(exc: BaseException) -> BaseException:
+    """What ``exc`` stands for when it is an exception group out of workflow code (an
+    ``asyncio.TaskGroup``'s, whose tasks raised the engine's signals): an ending signal among
+    its leaves, worst first; else its failures (as in real time: the task group cancels a
+    wait once a task fails, a failure beside a wait comes after the wait held back, see
+    engine/branches); else, all of it suspensions, the first. Anything else is itself.
+    Hang closed: a group is not a Suspend to ``except Suspend``, nor an Exception, so it
+    went past the execution, which died without a word and left its run "running"."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    for kind in _ENDING_SIGNALS:
+        found = exc.subgroup(kind)
+        if found is not None:
+            return _first_leaf(found)
+    suspensions, rest = exc.split(Suspend)
+    if rest is not None or suspensions is None:
+        return rest if rest is not None else exc
+    return _first_leaf(suspensions)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
