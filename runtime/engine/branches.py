@@ -32,7 +32,8 @@ from .tracks import started_task
 # goes on as asyncio would pass it, and what such a branch does comes after the wait's
 # answer. Short, as each suspension of those shapes pays it. (A branch that can run,
 # replaying what the log holds of it, and a step's run however long it takes are waited
-# for: the execution waits for a step before it suspends anyway.)
+# for: the execution waits for a step before it suspends anyway.) Once the body has ended,
+# tasks blocked so that long are cancelled (Branches.settle).
 HOLD_SECONDS = 0.05
 # How often a held wait looks again at the other branches, doubling up to the second: a
 # branch can come to depend on the held wait without ending (it awaits the wait's task),
@@ -62,9 +63,29 @@ class Branches:
             self.holding.clear()
 
     async def settle(self) -> None:
-        """Wait for every task (a step in flight records its result)."""
-        while self.children and (pending := [t for t in self.children if not t.done()]):
-            await asyncio.wait(pending)
+        """Wait for every task once the workflow's body has ended (a step in flight records
+        its result). Tasks blocked outside the run are cancelled once none of the others
+        can run and no step runs for ``HOLD_SECONDS``: the next pass runs them again from
+        the top. Hang closed: a branch waiting on an ``asyncio.Event`` or ``Queue`` that
+        another fed only after its wait's answer was waited for forever, and the run stayed
+        "running" with its worker's slot taken."""
+        if not self.children:
+            return
+        loop = asyncio.get_running_loop()
+        poll, poll_most = HOLD_POLL_SECONDS
+        give_up: float | None = None
+        while pending := [task for task in self.children if not task.done()]:
+            busy = _busy(pending, self.holding)  # (a held wait lets go once these end)
+            if self.steps_running or any(_can_run(task) for task in busy):
+                give_up = None
+            elif give_up is None:
+                give_up = loop.time() + HOLD_SECONDS
+            elif loop.time() >= give_up:
+                for task in busy:
+                    task.cancel()
+                give_up = None
+            await asyncio.wait(pending, timeout=poll)
+            poll = min(poll * 2, poll_most)
 
     def loose(self, closed: Collection[str]) -> list[Suspend]:
         """Suspensions raised in tasks that nothing has carried to the workflow (but for
