@@ -15,6 +15,10 @@ in a ``parley`` process, :func:`configure`) turns it on. Then:
   creation to its end, recorded once by the execution that the end woke, when it went on
   (not by one abandoned: the execution that runs the run again records it);
 - ``parley.resume_hook``: an answer, in the caller's current trace (an HTTP request's);
+- a store outage inside an execution (``StoreUnavailable``) marks its step's and its
+  execution's spans ERROR (those attempts did not do their work) with the exception and
+  a description that says the run is not failed: the execution is abandoned and runs
+  again (its ``parley.outcome``: ``abandoned``);
 - a run started by ``child()`` stores the ``traceparent`` of the parent's execution that
   started it (its executions are children of that one, in the parent's trace); a run
   started by ``continue_as_new`` stores its predecessor's stored context (the same trace,
@@ -32,10 +36,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from .errors import StoreUnavailable, UsageError
 from .settings import Settings
 
 __all__ = [
+    "abandoned",
     "annotate",
     "configure",
     "continued_traceparent",
@@ -131,6 +136,12 @@ def traceparent() -> str | None:
 _run_trace: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "parley_run_trace", default=None
 )
+# Whether the current span is inside a worker's execution: an outage there is not the
+# failure of what the span does, which runs again (see _described).
+_in_execution: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "parley_in_execution", default=False
+)
+RUNS_AGAIN = "a store outage, not a failure: the execution is abandoned and runs again"
 
 
 @contextlib.contextmanager
@@ -138,9 +149,11 @@ def executing(stored: str | None) -> Iterator[None]:
     """Inside the block, the current execution's run has ``stored`` as its trace context
     (its ``workflow.started`` event's ``trace``; None: it has none)."""
     token = _run_trace.set(stored)
+    inside = _in_execution.set(True)
     try:
         yield
     finally:
+        _in_execution.reset(inside)
         _run_trace.reset(token)
 
 
@@ -197,11 +210,52 @@ def span(
             yield current
         except Exception as exc:
             current.record_exception(exc)
-            current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            current.set_status(Status(StatusCode.ERROR, _described(exc)))
             raise
         except BaseException as exc:  # a suspension, an abort: how it ended, not an error
             current.set_attribute("parley.unwound", type(exc).__name__)
             raise
+
+
+def _described(exc: Exception) -> str:
+    """A failed span's status description: the exception; inside an execution, an outage
+    says that the run is not failed and that the execution runs again (a step that met
+    one is not failed either: the engine abandons the execution, engine/steps.py)."""
+    said = f"{type(exc).__name__}: {exc}"
+    if _in_execution.get() and _outage(exc):
+        return f"{said} ({RUNS_AGAIN})"
+    return said
+
+
+def _outage(exc: BaseException) -> bool:
+    """Whether ``exc`` is a StoreUnavailable or was raised from or during one (as
+    runtime.engine.failures.outage reads it)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, StoreUnavailable):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def abandoned(error: Exception) -> None:
+    """The current execution's span ends abandoned by ``error``: a store outage is
+    recorded (the exception, status ERROR saying it runs again); another reason (a lease
+    lost, an interruption by an answer) is not an error of the execution's."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+    from opentelemetry.trace import Status, StatusCode
+
+    current = trace.get_current_span()
+    current.set_attribute("parley.outcome", "abandoned")
+    if _outage(error):
+        current.record_exception(error)
+        current.set_status(
+            Status(StatusCode.ERROR, f"{type(error).__name__}: {error} ({RUNS_AGAIN})")
+        )
 
 
 def annotate(attributes: Mapping[str, Any]) -> None:

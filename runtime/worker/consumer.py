@@ -228,7 +228,14 @@ class TaskConsumer:
             tracing.executing(parent if isinstance(parent, str) else None),
             tracing.span("parley.execution", parent=parent, links=links, attributes=attributes),
         ):
-            await execution.run()
+            try:
+                await execution.run()
+            except Abort as abort:  # runs again (an outage, a lease lost, an interruption)
+                tracing.abandoned(abort.error)
+                raise
+            except StoreUnavailable:  # (the span records it, saying it runs again)
+                tracing.annotate({"parley.outcome": "abandoned"})
+                raise
             tracing.annotate({"parley.outcome": execution.outcome})
             # Only once the execution went on (its suspension or end recorded): one that
             # is abandoned (an outage, a lost lease, an answer interrupting it) or crashes

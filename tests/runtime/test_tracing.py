@@ -4,6 +4,7 @@ and, for worker processes, from the JSON lines they write (PARLEY_TRACING_FILE).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -446,12 +447,9 @@ async def traced_abandoned_wf(draft: str) -> str:
     return await traced_after_review(await traced_review(draft))
 
 
-async def test_a_hook_wait_is_one_span_when_the_woken_execution_is_abandoned(
-    backend_url: str, spans: InMemorySpanExporter
-) -> None:
-    """The execution an answer woke is abandoned (a store outage in a step after the
-    hook): the execution that runs the run again records the same wait. Each recorded
-    its parley.hook.wait span, and the one wait was two spans."""
+async def _abandoned_once(backend_url: str) -> str:
+    """A run of traced_abandoned_wf whose execution woken by its answer meets an outage
+    (abandoned) and is run again to the end; returns its hook's id."""
     async with Runtime(backend_url, partitions=2, lease_seconds=0.3) as rt:
         run_id = await rt.start(traced_abandoned_wf, "draft")
         worker = Worker(rt, visibility_timeout=0)
@@ -471,14 +469,68 @@ async def test_a_hook_wait_is_one_span_when_the_woken_execution_is_abandoned(
         finally:
             OUTAGES["left"] = 0
         assert await rt.wait(run_id, timeout=5) == "DRAFT: FINE"
+        return pending.hook_id
+
+
+async def test_a_hook_wait_is_one_span_when_the_woken_execution_is_abandoned(
+    backend_url: str, spans: InMemorySpanExporter
+) -> None:
+    """The execution an answer woke is abandoned (a store outage in a step after the
+    hook): the execution that runs the run again records the same wait. Each recorded
+    its parley.hook.wait span, and the one wait was two spans."""
+    hook_id = await _abandoned_once(backend_url)
     recorded = _finished(spans)
     executions = _executions(recorded)
     assert len(executions) == 3, [e["attributes"] for e in executions]
     waits = [s for s in recorded if s["name"] == "parley.hook.wait"]
     assert len(waits) == 1, waits
     [wait] = waits
-    assert wait["attributes"]["parley.hook_id"] == pending.hook_id
+    assert wait["attributes"]["parley.hook_id"] == hook_id
     assert wait["parent_span_id"] == executions[-1]["span_id"]  # the one that went on
+
+
+async def test_an_outage_marks_the_spans_it_cut_short_as_running_again(
+    backend_url: str, spans: InMemorySpanExporter
+) -> None:
+    """A store outage in a step abandons the execution, which runs again: the step's and
+    the execution's spans are ERROR (they did not do their work), with the exception and
+    a description that says the run is not failed and the execution runs again. The
+    execution's span said neither (only parley.unwound: Abort), the step's not that."""
+    await _abandoned_once(backend_url)
+    recorded = _finished(spans)
+    abandoned = _executions(recorded)[1]
+    cut_short = [
+        s
+        for s in recorded
+        if s["name"] == "parley.step" and s["parent_span_id"] == abandoned["span_id"]
+    ][-1]
+    for cut in (abandoned, cut_short):
+        assert cut["status"] == "ERROR", cut
+        assert cut["status_description"] == (
+            "StoreUnavailable: injected outage (a store outage, not a failure: the "
+            "execution is abandoned and runs again)"
+        )
+        [raised] = cut["events"]
+        assert raised["attributes"]["exception.type"] == "runtime.errors.StoreUnavailable"
+    assert abandoned["attributes"]["parley.outcome"] == "abandoned"
+    assert _executions(recorded)[2]["status"] == "UNSET"
+
+
+def test_an_outage_outside_an_execution_is_said_as_it_is(spans: InMemorySpanExporter) -> None:
+    """Only inside an execution does an outage run again: a client's call that met one
+    (parley.start, parley.resume_hook) fails to its caller, and says just that."""
+    for inside in (False, True):
+        with contextlib.ExitStack() as stack:
+            if inside:
+                stack.enter_context(tracing.executing(None))
+            with pytest.raises(RuntimeError), tracing.span("parley.probe"):
+                try:
+                    raise StoreUnavailable("down")
+                except StoreUnavailable as exc:  # wrapped by user code: still an outage
+                    raise RuntimeError("wrapped") from exc
+    outside, inside_span = (s["status_description"] for s in _finished(spans))
+    assert outside == "RuntimeError: wrapped"
+    assert inside_span == f"RuntimeError: wrapped ({tracing.RUNS_AGAIN})"
 
 
 async def test_a_hook_wait_is_one_span_when_its_run_is_blocked_then_retried(
