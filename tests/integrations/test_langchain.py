@@ -542,3 +542,54 @@ async def test_a_tool_result_that_is_not_json_fails_the_run_naming_the_tool(
     said = str(failed.value)
     assert "InvalidPayload" in said and run_id in said
     assert "tool 'stock'" in said and "call 'c1'" in said and "Reading" in said
+
+
+INNER = TurnModel(replies=[AIMessage("words only the tool reads")], counted=False)
+
+
+@tool
+async def summarize(text: str) -> str:
+    """Summarize a text (with a model of its own)."""
+    return (await INNER.ainvoke([HumanMessage(text)])).text
+
+
+SUMMARIZING = create_agent_graph(
+    TurnModel(
+        replies=[
+            AIMessage(
+                "Let me summarize. ",
+                tool_calls=[{"name": "summarize", "args": {"text": "t"}, "id": "c1"}],
+            ),
+            AIMessage("Here it is."),
+        ],
+        counted=False,
+    ),
+    [summarize],
+    [ASK],
+)
+
+
+@step(name="lc_summarizing_step")
+async def summarizing_step() -> str:
+    return final_text(await run_agent(SUMMARIZING, [HumanMessage("hi")], [ASK]))
+
+
+@workflow(name="lc_summarizing")
+async def summarizing_wf() -> str:
+    return await summarizing_step()
+
+
+async def test_a_tools_own_model_is_not_streamed_as_the_agents_text(lrt: Runtime) -> None:
+    """A tool that calls a model of its own: that model's text is the tool's business, not
+    a turn of the agent. Streamed, it showed up in the chat and, streamed under the turn
+    of the agent's next reply (no AI message is added while a tool runs), ran into it."""
+    session = Runtime.new_session_id()
+    worker = Worker(lrt, timer_tick=0.01)
+    run_id = await lrt.start(summarizing_wf, session=session)
+    await worker.drain()
+    assert await lrt.wait(run_id, timeout=5) == "Here it is."
+    shown: dict[str, str] = {}
+    for m in await outbox(lrt, session):
+        if m["type"] == "text":
+            shown[m["message_id"]] = shown.get(m["message_id"], "") + m["delta"]
+    assert shown == {f"{run_id}:0": "Let me summarize. ", f"{run_id}:1": "Here it is."}

@@ -10,6 +10,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from ...engine.failures import outage
@@ -61,6 +62,10 @@ def create_agent_graph(
         return {"messages": [await bound.ainvoke(state["messages"], config)]}
 
     async def call_tools(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+        # A tool's own model calls are not the agent's text: streamed, they would show in
+        # the chat as part of the agent's next reply (the turn that no AI message ends
+        # while tools run). LangGraph's message stream leaves out runs tagged nostream.
+        quiet: RunnableConfig = {**config, "tags": [*(config.get("tags") or []), TAG_NOSTREAM]}
         results: list[BaseMessage] = []
         for call in unanswered(state["messages"]):
             if (asked := human.get(call["name"])) is not None:
@@ -72,7 +77,7 @@ def create_agent_graph(
                 results.append(_tool_error(call, f"unknown tool {call['name']!r}"))
                 continue
             try:
-                results.append(await tool.ainvoke({**call, "type": "tool_call"}, config))
+                results.append(await tool.ainvoke({**call, "type": "tool_call"}, quiet))
             except Exception as exc:  # like ToolNode: the model gets to see the error
                 if outage(exc) is not None:
                     # Redis unreachable (a Runtime call in the tool): the step's outage,
