@@ -43,6 +43,9 @@ export class ChatWidget extends EventTarget {
     this.isOpen = this.mode !== "launcher";
     this.unread = 0;
     this.state = "";
+    // client id → { item, session }: messages a conversation left may have started, being
+    // settled there (sending.js); kept across conversations
+    this.settling = new Map();
     this.reset();
     this.bindView();
     this.store.watch((session) => this.followOtherTab(session));
@@ -174,18 +177,19 @@ export class ChatWidget extends EventTarget {
   }
 
   startOver({ keepLog }) {
-    if (this.conn) this.conn.stop();
-    this.conn = null;
-    this.requeueUnacked();
     if (keepLog) {
+      if (this.conn) this.conn.stop();
+      this.conn = null;
+      this.requeueUnacked();
       this.bubbles = new Map();
       this.prompts = new Map();
       this.activeRun = null;
       this.expired = false;
       this.lastId = "0-0";
     } else {
-      // what the visitor wrote and the server did not confirm is sent in the new one
-      const unsent = this.unsent();
+      // what the visitor wrote and the server did not confirm is sent in the new one (but
+      // what the old one may have started is settled there: leave())
+      const unsent = this.leave();
       this.reset();
       this.carry(unsent);
     }
@@ -197,10 +201,7 @@ export class ChatWidget extends EventTarget {
 
   followOtherTab(session) {
     if (session === this.session || !session) return;
-    if (this.conn) this.conn.stop();
-    this.conn = null;
-    this.requeueUnacked();
-    const unsent = this.unsent();
+    const unsent = this.leave();
     this.reset();
     this.session = session;
     this.connect();

@@ -5,14 +5,20 @@
 // retried by themselves. Answers to prompts go the same way, at once. A message in flight
 // when the socket drops is queued again and re-sent once it is back. What is not confirmed
 // yet is also kept in the browser's storage (UnsentStore), so a reload sends it too, and
-// it goes along into a new conversation (this tab's or another tab's "New conversation").
+// it goes along into a new conversation (this tab's or another tab's "New conversation"),
+// except a message the conversation left may have started (sent on its socket, its ack not
+// come): that one is settled in its own conversation, never started in both (settle()).
 //
 // These are methods of ChatWidget (chat.js installs them on its prototype).
 
+import { Connection } from "./connection.js";
 import { reason } from "./i18n.js";
 import { VisitorBubble } from "./messages.js";
 
 const BUSY_RETRY_MS = 2000;
+// A message being settled in the conversation left, refused there as busy this many times,
+// is not being started there (no start of it holds the session any more): it goes along.
+const SETTLE_BUSY_TRIES = 3;
 
 export const sending = {
   /** Send `text` as the visitor (queued until it can be sent). */
@@ -70,6 +76,13 @@ export const sending = {
     if (this.activeRun === "starting") this.activeRun = null;
     const item = this.visitors.get(sent.clientId);
     if (!item) return;
+    // The server answered: it did not start it. Unless it could not tell (the store out of
+    // reach), or a send before a dropped socket may be starting it now ("busy": that start
+    // holds the session).
+    if (!(frame.error === "store_unavailable" || (frame.error === "busy" && item.unknown))) {
+      delete item.sentOn;
+      delete item.unknown;
+    }
     if (frame.error === "busy" || frame.error === "rate_limited" || frame.error === "store_unavailable") {
       item.state = "queued"; // sent again by itself once the agent is free
       // busy: the agent answers another tab's message (this tab may not know it yet)
@@ -109,6 +122,7 @@ export const sending = {
     if (!ref) return;
     item.state = "sending";
     item.ref = ref;
+    item.sentOn = this.session; // the conversation that may have started it, until it says
     this.release(item);
     item.bubble.setState("sending", { note: item.busy ? this.t("queuedBusy") : this.t("sending") });
     this.refs.set(ref, { kind: "message", clientId });
@@ -141,10 +155,101 @@ export const sending = {
     return this.queue.map((id) => [id, this.visitors.get(id)]).filter(([, item]) => item && item.state !== "sent");
   },
 
-  /** Keep what is not confirmed in the browser's storage (a reload sends it). */
+  /** Keep what is not confirmed in the browser's storage (a reload sends it), with the
+   *  conversation that may have started it, if any (a reload settles it there). */
   remember() {
-    const kept = ([id, item]) => (item.state === "failed" ? { id, text: item.text, failed: item.error } : { id, text: item.text });
-    this.unsentStore.save(this.unsent().map(kept));
+    const kept = ([id, item]) => ({
+      id,
+      text: item.text,
+      ...(item.state === "failed" ? { failed: item.error } : {}),
+      ...(item.sentOn ? { session: item.sentOn } : {}),
+    });
+    const settling = [...this.settling].map(([id, { item, session }]) => ({ id, text: item.text, session }));
+    this.unsentStore.save([...settling, ...this.unsent().map(kept)]);
+  },
+
+  /** This conversation is left for another: what the visitor wrote and the server did not
+   *  confirm goes along (returned), except what it may have started, settled in it. */
+  leave() {
+    const left = this.session;
+    const after = this.lastId;
+    if (this.conn) this.conn.stop();
+    this.conn = null;
+    this.requeueUnacked();
+    const unsent = this.unsent();
+    const started = ([, item]) => Boolean(left) && item.sentOn === left && item.state !== "failed";
+    this.settle(left, unsent.filter(started), after);
+    return unsent.filter((entry) => !started(entry));
+  },
+
+  /** Messages that `session`, a conversation left, may have started: sent on its socket
+   *  and not confirmed (their ack on the way, or lost with a dropped socket). Carried into
+   *  the new conversation they would start a second run there. So they stay that
+   *  conversation's, as a message confirmed before the visitor left it: each is sent again
+   *  on a socket of its own to that conversation, with its client id (the server starts it
+   *  once, and acks one it had started already). One refused there (or a conversation
+   *  that is gone) was never started: it goes along into this conversation after all. */
+  settle(session, items, after = "0-0") {
+    if (!session || !items.length) return;
+    for (const [clientId, item] of items) this.settling.set(clientId, { item, session });
+    const pending = () => [...this.settling].filter(([, s]) => s.session === session);
+    const refs = new Map(); // ref → client id
+    const busy = new Map(); // client id → busy refusals
+    let conn = null;
+    const done = (clientId) => {
+      this.settling.delete(clientId);
+      if (!pending().length) conn.stop();
+      this.remember();
+    };
+    const goAlong = (clientId, item, code = null) => {
+      done(clientId);
+      delete item.sentOn;
+      delete item.unknown;
+      if (code) Object.assign(item, { state: "failed", error: code });
+      this.carry([[clientId, item]]);
+    };
+    const sendAll = () => {
+      if (!conn.open) return;
+      const inFlight = new Set(refs.values());
+      for (const [clientId, { item }] of pending()) {
+        if (inFlight.has(clientId)) continue;
+        const frame = { type: "message", text: item.text, client_id: clientId };
+        if (this.agent) frame.agent = this.agent;
+        const ref = conn.send(frame);
+        if (ref) refs.set(ref, clientId);
+      }
+    };
+    conn = new Connection({
+      server: this.server,
+      session,
+      onRefused: () => {
+        for (const [clientId, { item }] of pending()) goAlong(clientId, item);
+      },
+      onState: (state) => {
+        if (state === "open") sendAll();
+        else refs.clear(); // sent again once the socket is back
+      },
+      onFrame: (frame) => {
+        const clientId = frame.ref === undefined ? null : refs.get(frame.ref);
+        const settling = clientId && this.settling.get(clientId);
+        if (!settling) return;
+        refs.delete(frame.ref);
+        if (frame.type === "ack") {
+          done(clientId); // started there, once: it is that conversation's
+          return;
+        }
+        const tries = (busy.get(clientId) ?? 0) + (frame.error === "busy" ? 1 : 0);
+        busy.set(clientId, tries);
+        if (frame.error === "store_unavailable" || (frame.error === "busy" && tries < SETTLE_BUSY_TRIES)) {
+          setTimeout(sendAll, BUSY_RETRY_MS); // it cannot tell yet
+          return;
+        }
+        const again = frame.error === "busy" || frame.error === "rate_limited";
+        goAlong(clientId, settling.item, again ? null : frame.error);
+      },
+    });
+    conn.lastId = after; // none of its conversation is shown: only the replies are read
+    conn.start();
   },
 
   /** Messages of the conversation left (or of a tab that is gone) go on in this one, with
@@ -169,11 +274,22 @@ export const sending = {
 
   /** A list of messages kept by a page that is gone (this tab before a reload). */
   restore(messages) {
-    this.carry(messages.map(({ id, text, failed }) => {
+    const here = [];
+    const elsewhere = new Map(); // a conversation left that may have started them → them
+    for (const { id, text, failed, session } of messages) {
       const item = { bubble: new VisitorBubble(text, this.lang, this.t), text, state: "queued", ref: null };
       if (typeof failed === "string") Object.assign(item, { state: "failed", error: failed });
-      return [id, item];
-    }));
+      else if (typeof session === "string" && session) {
+        Object.assign(item, { sentOn: session, unknown: true }); // kept before its ack came
+        if (session !== this.session) {
+          elsewhere.set(session, [...(elsewhere.get(session) ?? []), [id, item]]);
+          continue;
+        }
+      }
+      here.push([id, item]);
+    }
+    for (const [session, items] of elsewhere) this.settle(session, items);
+    this.carry(here);
   },
 
   /** A message carried or restored is no longer kept below the conversation once it is in it. */
@@ -191,6 +307,7 @@ export const sending = {
         if (!item || item.state !== "sending") continue;
         item.state = "queued";
         item.ref = null;
+        item.unknown = true; // the server may have started it
         this.noteQueued(sent.clientId);
       } else {
         const card = this.prompts.get(sent.token);
