@@ -307,6 +307,15 @@ class Execution(Endings):
                     raise Abort(unavailable) from exc
                 await self.finish_failed(exc)
                 return
+            except (asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit):
+                raise  # (the worker stopping: the run is executed again elsewhere)
+            except BaseException as exc:
+                # A BaseException of the code's own (not Exception, not the engine's) is
+                # the run's failure. Hang closed: it went past the worker, which takes
+                # Exception, and the run stayed "running" without a word, executed again
+                # at each redelivery of its task.
+                await self.finish_failed(exc)
+                return
             finally:
                 current_scope.reset(scope_token)
                 current_branches.reset(branches_token)

@@ -28,7 +28,7 @@ def describe_error(exc: BaseException, run_id: str | None = None) -> dict[str, A
     error: dict[str, Any] = {"type": type(exc).__name__, "message": message}
     if isinstance(code, str):
         error["code"] = code
-    if isinstance(exc, Exception) and not isinstance(exc, ParleyError) and exc.__traceback__:
+    if not isinstance(exc, ParleyError) and exc.__traceback__:
         text = "".join(traceback.format_exception(exc)).rstrip("\n")
         if len(text) > MAX_TRACEBACK_CHARS:
             text = "…" + text[-(MAX_TRACEBACK_CHARS - 1) :]

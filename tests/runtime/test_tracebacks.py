@@ -128,3 +128,28 @@ async def test_a_step_failing_on_an_error_about_its_own_run_names_the_run_once(
     with pytest.raises(RunFailed) as raised:
         await rt.wait(run_id, timeout=5)
     assert str(raised.value).count(run_id) == 1
+
+
+class OutOfTheBlue(BaseException):
+    """An application's BaseException: not an Exception, not one of Parley's signals."""
+
+
+def raise_out_of_the_blue() -> None:
+    raise OutOfTheBlue("the code raised a BaseException")
+
+
+@workflow(name="tb_base_exception_wf")
+async def tb_base_exception_wf() -> None:
+    raise_out_of_the_blue()
+
+
+async def test_a_base_exception_of_the_codes_own_fails_the_run(rt: Runtime, worker: Worker) -> None:
+    """Before, it went past the worker (which takes Exception): the run stayed "running"
+    without a word, executed again at each redelivery."""
+    run_id = await rt.start(tb_base_exception_wf)
+    await worker.drain()
+    info = await rt.get_run(run_id)
+    assert info.status is RunStatus.FAILED
+    assert info.error is not None and info.error["type"] == "OutOfTheBlue"
+    assert info.error["message"] == "the code raised a BaseException"
+    assert "in raise_out_of_the_blue" in info.error["traceback"]
