@@ -294,3 +294,17 @@ class NondeterminismError(ParleyError):
             "recorded": self.recorded,
             "now": self.now,
         }
+
+
+def outage(exc: BaseException) -> StoreUnavailable | None:
+    """The store outage behind ``exc``, if any: ``exc`` itself, or what it was raised from
+    or during (user code that wrapped a ``StoreUnavailable`` in its own error). (Not an
+    error class, so not in ``__all__``: the engine and tracing read it.)"""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, StoreUnavailable):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import StoreUnavailable, UsageError
+from .errors import UsageError, outage
 from .settings import Settings
 
 __all__ = [
@@ -222,22 +222,9 @@ def _described(exc: Exception) -> str:
     says that the run is not failed and that the execution runs again (a step that met
     one is not failed either: the engine abandons the execution, engine/steps.py)."""
     said = f"{type(exc).__name__}: {exc}"
-    if _in_execution.get() and _outage(exc):
+    if _in_execution.get() and outage(exc) is not None:
         return f"{said} ({RUNS_AGAIN})"
     return said
-
-
-def _outage(exc: BaseException) -> bool:
-    """Whether ``exc`` is a StoreUnavailable or was raised from or during one (as
-    runtime.engine.failures.outage reads it)."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, StoreUnavailable):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
 
 
 def abandoned(error: Exception) -> None:
@@ -251,7 +238,7 @@ def abandoned(error: Exception) -> None:
 
     current = trace.get_current_span()
     current.set_attribute("parley.outcome", "abandoned")
-    if _outage(error):
+    if outage(error) is not None:
         current.record_exception(error)
         current.set_status(
             Status(StatusCode.ERROR, f"{type(error).__name__}: {error} ({RUNS_AGAIN})")

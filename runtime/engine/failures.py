@@ -7,7 +7,7 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from ..errors import ParleyError, StoreUnavailable
+from ..errors import ParleyError, outage
 
 __all__ = ["MAX_TRACEBACK_CHARS", "describe_error", "outage", "public_error"]
 
@@ -39,16 +39,3 @@ def describe_error(exc: BaseException, run_id: str | None = None) -> dict[str, A
 def public_error(error: dict[str, Any]) -> dict[str, Any]:
     """The error without its traceback (what a chat session's end user is sent)."""
     return {k: v for k, v in error.items() if k != "traceback"}
-
-
-def outage(exc: BaseException) -> StoreUnavailable | None:
-    """The store outage behind ``exc``, if any: ``exc`` itself, or what it was raised from
-    or during (user code that wrapped a ``StoreUnavailable`` in its own error)."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, StoreUnavailable):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
