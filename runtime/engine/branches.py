@@ -215,7 +215,34 @@ def _waits_on(task: asyncio.Future[Any], holding: set[asyncio.Future[Any]], seen
     """Whether ``task`` awaits something that ends only once a held wait's task does."""
     # (the future a task is suspended on: asyncio's, in the C task and the Python one)
     waiter = getattr(task, "_fut_waiter", None)
-    return waiter is not None and _ends_with_holds(waiter, holding, seen)
+    if waiter is None:
+        return False
+    if _ends_with_holds(waiter, holding, seen):
+        return True
+    group = _task_group_awaited(task, waiter)
+    return group is not None and all(
+        child.done() or _ends_with_holds(child, holding, seen)
+        for child in getattr(group, "_tasks", ())
+    )
+
+
+def _task_group_awaited(task: asyncio.Future[Any], waiter: object) -> asyncio.TaskGroup | None:
+    """The ``asyncio.TaskGroup`` whose end ``task`` awaits on ``waiter``, if it does: the
+    group's ``__aexit__`` waits on a future of its own, which says nothing of the group's
+    tasks. (Without it, a group's wait in a gathered branch held the suspension back for
+    ``HOLD_SECONDS`` each time.)"""
+    awaited = getattr(task, "get_coro", lambda: None)()
+    while awaited is not None:
+        if getattr(awaited, "cr_code", None) is _TASK_GROUP_EXIT:
+            group = awaited.cr_frame.f_locals.get("self")
+            # (asyncio's private fields, as _fut_waiter and a gather's _children)
+            mine = getattr(group, "_on_completed_fut", None) is waiter
+            return group if isinstance(group, asyncio.TaskGroup) and mine else None
+        awaited = getattr(awaited, "cr_await", None)
+    return None
+
+
+_TASK_GROUP_EXIT = asyncio.TaskGroup.__aexit__.__code__
 
 
 def _ends_with_holds(

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from runtime import RunStatus, Runtime, Worker, first, hook, step, workflow
+from runtime.engine import branches
 
 
 @step
@@ -114,3 +115,20 @@ async def test_the_code_handles_a_task_groups_failure_without_the_waits_answer(
     await asyncio.wait_for(worker.drain(), timeout=10)
     info = await rt.get_run(run_id)
     assert (info.status, info.result) == (RunStatus.COMPLETED, ["StepFailed"])
+
+
+async def test_a_task_groups_wait_in_a_gathered_branch_does_not_wait_out_the_hold(
+    rt: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The branch awaits its group's end, which only the held wait's task can bring: the
+    hold does not wait for it (made an hour here, a drain that waited would time out).
+    Before, the group's own future told nothing of its tasks, and each such suspension
+    waited out HOLD_SECONDS."""
+    monkeypatch.setattr(branches, "HOLD_SECONDS", 3600.0)
+    run_id = await rt.start(tg_in_a_gathered_branch)
+    await asyncio.wait_for(worker.drain(), timeout=10)
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await answer(rt, run_id, "ask", "yes")
+    await asyncio.wait_for(worker.drain(), timeout=10)
+    info = await rt.get_run(run_id)
+    assert (info.status, info.result) == (RunStatus.COMPLETED, ["yes", "looked up"])
