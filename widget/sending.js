@@ -63,7 +63,13 @@ export const sending = {
     if (sent.kind === "answer") {
       const card = this.prompts.get(sent.token);
       if (card && card.state === "sending") {
-        const settled = { hook_expired: "expired", hook_cancelled: "cancelled", run_finished: "cancelled" }[frame.error];
+        // final for this card: the question is gone (closed: another wait of its first() won)
+        const settled = {
+          hook_expired: "expired",
+          hook_cancelled: "cancelled",
+          hook_closed: "closed",
+          run_finished: "cancelled",
+        }[frame.error];
         if (settled) this.settlePrompt(sent.token, settled);
         else {
           card.setState("pending", this.t("notAccepted", { reason: why }));
