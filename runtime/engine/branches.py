@@ -25,6 +25,7 @@ from .replay import ReplayIndex
 from .scopes import current_scope
 from .signals import Suspend, current_step
 from .tracks import started_task
+from .writer import Writer
 
 # How long a held wait waits at most while every other busy branch is blocked on something
 # outside the run (an await outside Parley, which belongs in a step; a wait_for or shield
@@ -35,6 +36,12 @@ from .tracks import started_task
 # for: the execution waits for a step before it suspends anyway.) Once the body has ended,
 # tasks blocked so that long are cancelled (Branches.settle).
 HOLD_SECONDS = 0.05
+# And in as many looks in a row at least, each a turn of the loop or more apart. Race
+# closed: between a branch's task ending and the gather above it waking its own task (a
+# callback or two of the loop), every busy task looks blocked; a process stalled there
+# past HOLD_SECONDS (a loaded machine) let a held wait go before a failure four gathers
+# deep had come up, and the run suspended with the failure in its log.
+BLOCKED_LOOKS = 3
 # How often a held wait looks again at the other branches, doubling up to the second: a
 # branch can come to depend on the held wait without ending (it awaits the wait's task),
 # which nothing announces.
@@ -48,8 +55,9 @@ class Branches:
     steps_running = 0  # how many steps' bodies run now: a held wait waits for them
     _change: asyncio.Future[None] | None = None
 
-    def __init__(self, index: ReplayIndex) -> None:
+    def __init__(self, index: ReplayIndex, writer: Writer) -> None:
         self.index = index
+        self.writer = writer  # the execution's: a held wait waits for its write in flight
         self.children: list[asyncio.Future[Any]] = []
         self.owned: set[asyncio.Future[Any]] = set()  # tasks whose outcome first() takes
         self.holding: set[asyncio.Future[Any]] = set()  # tasks holding back a suspension
@@ -74,16 +82,17 @@ class Branches:
         loop = asyncio.get_running_loop()
         poll, poll_most = HOLD_POLL_SECONDS
         give_up: float | None = None
+        looks = 0  # how many checks in a row found every busy task blocked
         while pending := [task for task in self.children if not task.done()]:
             busy = _busy(pending, self.holding)  # (a held wait lets go once these end)
-            if self.steps_running or any(_can_run(task) for task in busy):
-                give_up = None
+            if self.working() or any(_can_run(task) for task in busy):
+                give_up, looks = None, 0
             elif give_up is None:
-                give_up = loop.time() + HOLD_SECONDS
-            elif loop.time() >= give_up:
+                give_up, looks = loop.time() + HOLD_SECONDS, 1
+            elif (looks := looks + 1) >= BLOCKED_LOOKS and loop.time() >= give_up:
                 for task in busy:
                     task.cancel()
-                give_up = None
+                give_up, looks = None, 0
             await asyncio.wait(pending, timeout=poll)
             poll = min(poll * 2, poll_most)
 
@@ -97,6 +106,15 @@ class Branches:
                 if isinstance(exc, Suspend) and not exc.consumed and exc.wait not in closed:
                     loose.append(exc)
         return loose
+
+    def working(self) -> bool:
+        """Whether a step's body runs or a write of the execution is in flight: real work
+        that ends by itself, waited for however long it takes. Race closed: a branch
+        awaiting the execution's write (a hook's creation, the flush before a step) looked
+        blocked outside the run, so under load (a Redis round trip over HOLD_SECONDS) a
+        held wait let go before a sibling's failure (the run suspended with the failure in
+        its log), and settle() could have cancelled that branch inside the write."""
+        return bool(self.steps_running) or self.writer.writing
 
     def change(self) -> asyncio.Future[None]:
         """Done when a task next starts holding back a wait's suspension."""
@@ -179,13 +197,14 @@ async def _hold(branches: Branches) -> None:
     loop = asyncio.get_running_loop()
     poll, poll_most = HOLD_POLL_SECONDS
     give_up: float | None = None
+    looks = 0  # how many checks in a row found every busy task blocked
     try:
         while busy := _busy(branches.children, holding):
-            if branches.steps_running or any(_can_run(task) for task in busy):
-                give_up = None
+            if branches.working() or any(_can_run(task) for task in busy):
+                give_up, looks = None, 0
             elif give_up is None:
-                give_up = loop.time() + HOLD_SECONDS
-            elif loop.time() >= give_up:
+                give_up, looks = loop.time() + HOLD_SECONDS, 1
+            elif (looks := looks + 1) >= BLOCKED_LOOKS and loop.time() >= give_up:
                 return
             await asyncio.wait(
                 [*busy, branches.change()], timeout=poll, return_when=asyncio.FIRST_COMPLETED
@@ -207,8 +226,10 @@ def _busy(
 
 
 def _can_run(task: asyncio.Future[Any]) -> bool:
-    """Whether ``task`` is scheduled to run (not suspended on a future): replaying, say."""
-    return getattr(task, "_fut_waiter", None) is None
+    """Whether ``task`` is scheduled to run (not suspended on a future, or on one that is
+    done and wakes it): replaying, say."""
+    waiter = getattr(task, "_fut_waiter", None)
+    return waiter is None or waiter.done()
 
 
 def _waits_on(task: asyncio.Future[Any], holding: set[asyncio.Future[Any]], seen: set[int]) -> bool:
@@ -220,10 +241,7 @@ def _waits_on(task: asyncio.Future[Any], holding: set[asyncio.Future[Any]], seen
     if _ends_with_holds(waiter, holding, seen):
         return True
     group = _task_group_awaited(task, waiter)
-    return group is not None and all(
-        child.done() or _ends_with_holds(child, holding, seen)
-        for child in getattr(group, "_tasks", ())
-    )
+    return group is not None and _all_end_with_holds(getattr(group, "_tasks", ()), holding, seen)
 
 
 def _task_group_awaited(task: asyncio.Future[Any], waiter: object) -> asyncio.TaskGroup | None:
@@ -260,4 +278,23 @@ def _ends_with_holds(
     gathered: list[asyncio.Future[Any]] | None = getattr(future, "_children", None)
     if gathered is None:
         return False
-    return all(child.done() or _ends_with_holds(child, holding, seen) for child in gathered)
+    return _all_end_with_holds(gathered, holding, seen)
+
+
+def _all_end_with_holds(
+    children: Iterable[asyncio.Future[Any]], holding: set[asyncio.Future[Any]], seen: set[int]
+) -> bool:
+    """Whether a gather (or a task group) over ``children`` ends only once a held wait's
+    task does: some are pending, each of those on a held one, and none has failed (that
+    ends it by itself). Race closed: with every child done, the gather still pending for a
+    callback's turn of the loop counted as waiting on the held waits; its task was not
+    busy, and a held wait let go before a failure gathers deep had come up."""
+    pending = False
+    for child in children:
+        if not child.done():
+            if not _ends_with_holds(child, holding, seen):
+                return False
+            pending = True
+        elif not child.cancelled() and child.exception() is not None:
+            return False
+    return pending

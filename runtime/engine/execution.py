@@ -144,7 +144,7 @@ class Execution(Endings):
         self.waiting: dict[str, str | None] = {}
         self.receiving: dict[str, str] = {}  # receive waits of this pass -> their topic
         self.messages = PassMessages()  # which message each receive of this pass takes
-        self.branches = Branches(self.index)  # the tasks the workflow and its steps create
+        self.branches = Branches(self.index, self)  # the tasks the workflow and its steps create
         self.notified: set[str] = set()  # hooks whose on_created ran in this execution
         self.writes = Writes()
         self.undated_steps = []

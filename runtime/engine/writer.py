@@ -117,6 +117,11 @@ class Writer:
             if turn is not None:
                 turn.set_result(None)
 
+    @property
+    def writing(self) -> bool:
+        """Whether a write of this execution is in flight."""
+        return self._writing
+
     async def _wait_turn(self) -> None:
         """Wait while another write of this execution is in flight."""
         while self._writing:

@@ -22,6 +22,7 @@ from runtime import (
     workflow,
 )
 from runtime.engine import branches
+from runtime.store.redis._executions import ExecutionStore
 
 
 @step
@@ -369,3 +370,42 @@ async def test_a_branch_blocked_outside_the_run_holds_a_wait_back_only_briefly(
     await asyncio.wait_for(worker.drain(), timeout=20)
     info = await rt.get_run(run_id)
     assert (info.status, info.result) == (RunStatus.COMPLETED, result)
+
+
+@step
+async def looks_up_first() -> str:
+    return "looked up"
+
+
+async def _looks_up_then_fails() -> None:
+    await looks_up_first()
+    await fails_at_once()  # after a recorded result: the execution writes before it runs
+
+
+@workflow(name="gf_write_then_failure_beside_a_wait")
+async def gf_write_then_failure_beside_a_wait() -> Any:
+    return await asyncio.gather(hook("ask"), _looks_up_then_fails())
+
+
+async def test_a_wait_holds_back_for_the_executions_write_however_long(
+    rt: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A branch awaiting the execution's own write (here the flush before its second
+    step, made slower than HOLD_SECONDS as a Redis round trip is under load) is working,
+    not blocked outside the run: the wait holds back for it, and the step's failure fails
+    the run at once. Before, the wait let go during the write: the run suspended with the
+    failure in its log (seen in a full-suite run, test_a_failure_gathers_deep_...[redis-4])."""
+    monkeypatch.setattr(branches, "HOLD_SECONDS", 0.01)
+    original = ExecutionStore.apply
+
+    async def slow_apply(self: ExecutionStore, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.2)
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExecutionStore, "apply", slow_apply)
+    run_id = await rt.start(gf_write_then_failure_beside_a_wait)
+    await asyncio.wait_for(worker.drain(), timeout=20)
+    info = await rt.get_run(run_id)
+    events = [e.type for e in await rt.events(run_id)]
+    assert info.status is RunStatus.FAILED, (info.status, events)
+    assert "workflow.suspended" not in events
