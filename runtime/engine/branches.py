@@ -79,20 +79,13 @@ class Branches:
         "running" with its worker's slot taken."""
         if not self.children:
             return
-        loop = asyncio.get_running_loop()
         poll, poll_most = HOLD_POLL_SECONDS
-        give_up: float | None = None
-        looks = 0  # how many checks in a row found every busy task blocked
+        patience = _Patience(self)
         while pending := [task for task in self.children if not task.done()]:
             busy = _busy(pending, self.holding)  # (a held wait lets go once these end)
-            if self.working() or any(_can_run(task) for task in busy):
-                give_up, looks = None, 0
-            elif give_up is None:
-                give_up, looks = loop.time() + HOLD_SECONDS, 1
-            elif (looks := looks + 1) >= BLOCKED_LOOKS and loop.time() >= give_up:
+            if patience.run_out(busy):
                 for task in busy:
                     task.cancel()
-                give_up, looks = None, 0
             await asyncio.wait(pending, timeout=poll)
             poll = min(poll * 2, poll_most)
 
@@ -194,17 +187,11 @@ async def _hold(branches: Branches) -> None:
     holding = branches.holding
     holding.add(me)
     branches.changed()  # (a wait holding back for me looks again)
-    loop = asyncio.get_running_loop()
     poll, poll_most = HOLD_POLL_SECONDS
-    give_up: float | None = None
-    looks = 0  # how many checks in a row found every busy task blocked
+    patience = _Patience(branches)
     try:
         while busy := _busy(branches.children, holding):
-            if branches.working() or any(_can_run(task) for task in busy):
-                give_up, looks = None, 0
-            elif give_up is None:
-                give_up, looks = loop.time() + HOLD_SECONDS, 1
-            elif (looks := looks + 1) >= BLOCKED_LOOKS and loop.time() >= give_up:
+            if patience.run_out(busy):
                 return
             await asyncio.wait(
                 [*busy, branches.change()], timeout=poll, return_when=asyncio.FIRST_COMPLETED
@@ -212,6 +199,31 @@ async def _hold(branches: Branches) -> None:
             poll = min(poll * 2, poll_most)
     finally:
         holding.discard(me)
+
+
+class _Patience:
+    """How long the busy tasks have all been blocked outside the run: ``HOLD_SECONDS``,
+    and ``BLOCKED_LOOKS`` looks in a row, run it out (then it starts again)."""
+
+    __slots__ = ("branches", "give_up", "looks", "loop")
+
+    def __init__(self, branches: Branches) -> None:
+        self.branches = branches
+        self.loop = asyncio.get_running_loop()
+        self.give_up: float | None = None
+        self.looks = 0  # how many looks in a row found every busy task blocked
+
+    def run_out(self, busy: list[asyncio.Future[Any]]) -> bool:
+        if self.branches.working() or any(_can_run(task) for task in busy):
+            self.give_up, self.looks = None, 0
+        elif self.give_up is None:
+            self.give_up, self.looks = self.loop.time() + HOLD_SECONDS, 1
+        else:
+            self.looks += 1
+            if self.looks >= BLOCKED_LOOKS and self.loop.time() >= self.give_up:
+                self.give_up, self.looks = None, 0
+                return True
+        return False
 
 
 def _busy(
