@@ -141,9 +141,9 @@ async def test_human_tool_suspends_without_a_task_and_resumes(lrt: Runtime) -> N
     for m in texts:
         shown[m["message_id"]] = shown.get(m["message_id"], "") + m["delta"]
     assert shown == {
-        f"{run_id}:0": "Let me look that order up. ",
-        f"{run_id}:1": "Your parcel was lost in transit. I can refund or reship it.",
-        f"{run_id}:2": "Done: refund for order B-7. Anything else?",
+        f"{run_id}:lc_agent-0:0": "Let me look that order up. ",
+        f"{run_id}:lc_agent-0:1": "Your parcel was lost in transit. I can refund or reship it.",
+        f"{run_id}:lc_agent-0:2": "Done: refund for order B-7. Anything else?",
     }
     assert [m["type"] for m in frames].count("prompt") == 1
     prompt = next(m for m in frames if m["type"] == "prompt")
@@ -592,4 +592,5 @@ async def test_a_tools_own_model_is_not_streamed_as_the_agents_text(lrt: Runtime
     for m in await outbox(lrt, session):
         if m["type"] == "text":
             shown[m["message_id"]] = shown.get(m["message_id"], "") + m["delta"]
-    assert shown == {f"{run_id}:0": "Let me summarize. ", f"{run_id}:1": "Here it is."}
+    prefix = f"{run_id}:lc_summarizing_step-0"
+    assert shown == {f"{prefix}:0": "Let me summarize. ", f"{prefix}:1": "Here it is."}

@@ -50,7 +50,9 @@ async def run_agent(
     checkpointed transcript is the truth. ``on_created(token, request)`` runs when a
     person is asked (the engine already put the prompt in the run's chat session).
     Streamed text goes to ``on_text(turn, delta)``, by default to the chat session as
-    ``{"type": "text", "message_id": "<run>:<turn>", "seq", "delta"}`` frames.
+    ``{"type": "text", "message_id": "<run>:<step>:<turn>", "seq", "delta"}`` frames
+    (``<step>``: the step's id, so that two agent steps of one run are two messages of the
+    chat, and a re-executed step streams under the ids it had).
     ``durable_steps`` checkpoints the transcript after each graph superstep (one round
     trip each); without it, work done since the last suspension re-runs after a crash.
     """
@@ -151,15 +153,19 @@ def _bind_on_created(
 
 
 def _session_text() -> OnText:
-    run_id = current_run().run_id
+    here = current_run()
+    # The widget keys a message by its id: the step's (deterministic, the same on every
+    # execution of the step) keeps two agent steps of the run apart.
+    prefix = f"{here.run_id}:{here.step_id}"
     seqs: dict[int, int] = {}
 
     async def send(turn: int, delta: str) -> None:
-        # Ids are (run, turn, seq): if a crash makes a turn run again before it was
+        # Ids are (run, step, turn, seq): if a crash makes a turn run again before it was
         # checkpointed, the page sees ids it already has and can drop the repeats.
         seq = seqs.get(turn, 0)
         seqs[turn] = seq + 1
-        await emit({"type": "text", "message_id": f"{run_id}:{turn}", "seq": seq, "delta": delta})
+        message = {"type": "text", "message_id": f"{prefix}:{turn}", "seq": seq, "delta": delta}
+        await emit(message)
 
     return send
 
