@@ -8,7 +8,9 @@ A page that reconnects with the last id it saw gets everything after
 it and nothing twice. The live part comes from the process's shared outbox tailer
 (``server.tailer``); a page that falls more than ``ws_queue_size`` messages behind is
 closed with 4408 (and reconnects with its last id), an unreachable store closes with 1011.
-Replies to the page's own frames: ``ack`` / ``error`` (echoing its ``ref``), ``pong``.
+Replies to the page's own frames: ``ack`` / ``error`` (echoing its ``ref``; a frame refused
+unread, too large or over the rate, has its ``ref`` echoed when the frame begins with it),
+``pong``.
 
 Page → server (JSON text frames of at most ``max_frame_bytes``, at most ``rate`` per
 second): ``{"type": "answer", "token", "payload"}`` (through ``resume_hook``; only hooks of
@@ -49,6 +51,10 @@ log = logging.getLogger("parley.server.ws")
 STREAM_ID_RE = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 MAX_STREAM_ID_PART = 2**64 - 1  # each part of a Redis stream id is an unsigned 64-bit number
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# The ``ref`` a frame opens with (the widget writes it first): read from the head of a frame
+# refused unread (too large, over the rate), so its error still names the frame it refuses.
+HEAD_REF_RE = re.compile(r'\{\s*"ref"\s*:\s*(?:"([A-Za-z0-9_-]{1,64})"|(-?[0-9]{1,15})\s*[,}])')
+HEAD_REF_CHARS = 100
 CLOSE_UNKNOWN_SESSION = 4404
 CLOSE_BAD_REQUEST = 4400
 CLOSE_ORIGIN_NOT_ALLOWED = 4403
@@ -56,6 +62,14 @@ CLOSE_POLICY = 1008  # too many rejected frames in a row
 MAX_REJECTED_IN_A_ROW = 50
 REPLAY_BATCH = 100
 __all__ = ["CLOSE_TOO_SLOW", "CLOSE_UNAVAILABLE", "SessionSocket", "session_socket"]
+
+
+def head_ref(text: str | None) -> str | int | None:
+    """The ``ref`` of a frame that begins with it, read without parsing the frame."""
+    found = HEAD_REF_RE.match(text[:HEAD_REF_CHARS].lstrip()) if text is not None else None
+    if found is None:
+        return None
+    return found[1] if found[1] is not None else int(found[2])
 
 
 def is_stream_id(text: str) -> bool:
@@ -212,6 +226,8 @@ class SessionSocket:
                 self.rejected_in_a_row = 0
             except FrameError as exc:
                 reply = {"type": "error", **error_body(exc.code, exc.message)}
+                if ref is None:  # refused before it was parsed
+                    ref = head_ref(text)
                 self.rejected_in_a_row += 1
             except ApiError as exc:
                 reply = {"type": "error", **error_body(exc.code, exc.message)}

@@ -107,11 +107,26 @@ export class Connection {
     this.start();
   }
 
-  /** Send a frame; returns its ref, or null when the socket is not open. */
+  /** The frame as send() writes it: its ref first, so a server that refuses it unread
+   *  (too large) can still read the ref from its head and echo it. */
+  encode(frame, ref) {
+    return JSON.stringify({ ref, ...frame });
+  }
+
+  /** Whether `frame`, as send() would write it now, is over the server's limit (the
+   *  `max_frame_bytes` of its first frame), measured in UTF-8 bytes as the server does. */
+  tooLarge(frame) {
+    const max = this.limits?.max_frame_bytes;
+    if (!Number.isInteger(max)) return false;
+    return new TextEncoder().encode(this.encode(frame, `r${this.refs + 1}`)).length > max;
+  }
+
+  /** Send a frame; returns its ref, or null when the socket is not open or the frame is
+   *  too large for the server (callers ask tooLarge() first: it is not sent). */
   send(frame) {
-    if (!this.open) return null;
+    if (!this.open || this.tooLarge(frame)) return null;
     const ref = `r${++this.refs}`;
-    this.ws.send(JSON.stringify({ ...frame, ref }));
+    this.ws.send(this.encode(frame, ref));
     return ref;
   }
 

@@ -124,6 +124,12 @@ export const sending = {
     const item = this.visitors.get(clientId);
     const frame = { type: "message", text: item.text, client_id: clientId };
     if (this.agent) frame.agent = this.agent;
+    if (this.conn.tooLarge(frame)) {
+      // the server would refuse it unread: not sent, refused here (the next one goes)
+      this.fail(clientId, "frame_too_large");
+      this.flush();
+      return;
+    }
     const ref = this.conn.send(frame);
     if (!ref) return;
     item.state = "sending";
@@ -221,6 +227,10 @@ export const sending = {
         if (inFlight.has(clientId)) continue;
         const frame = { type: "message", text: item.text, client_id: clientId };
         if (this.agent) frame.agent = this.agent;
+        if (conn.tooLarge(frame)) {
+          goAlong(clientId, item, "frame_too_large"); // never started there: refused
+          continue;
+        }
         const ref = conn.send(frame);
         if (ref) refs.set(ref, clientId);
       }
@@ -347,7 +357,16 @@ export const sending = {
 
   answer(token, payload) {
     const card = this.prompts.get(token);
-    const ref = this.conn ? this.conn.send({ type: "answer", token, payload }) : null;
+    const frame = { type: "answer", token, payload };
+    if (card && this.conn?.open && this.conn.tooLarge(frame)) {
+      // the server would refuse it unread (and could not say for which answer): not sent,
+      // the card takes a shorter one
+      card.setState("pending", this.t("notAccepted", { reason: reason(this.t, "payload_too_large") }));
+      this.refresh();
+      card.firstControl()?.focus();
+      return;
+    }
+    const ref = this.conn ? this.conn.send(frame) : null;
     if (!card) return;
     if (!ref) {
       card.note.textContent = this.t("tryAgain");

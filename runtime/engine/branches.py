@@ -54,6 +54,8 @@ class Branches:
     # (not slots: the class holds the defaults, fewer writes per execution on the hot path)
     steps_running = 0  # how many steps' bodies run now: a held wait waits for them
     _change: asyncio.Future[None] | None = None
+    # Tasks settle() cancelled: their durable calls are refused (:meth:`refuses`).
+    settled: frozenset[asyncio.Future[Any]] | set[asyncio.Future[Any]] = frozenset()
 
     def __init__(self, index: ReplayIndex, writer: Writer) -> None:
         self.index = index
@@ -69,6 +71,7 @@ class Branches:
             self.children.clear()
             self.owned.clear()
             self.holding.clear()
+            self.settled = frozenset()
 
     async def settle(self) -> None:
         """Wait for every task once the workflow's body has ended (a step in flight records
@@ -84,6 +87,7 @@ class Branches:
         while pending := [task for task in self.children if not task.done()]:
             busy = _busy(pending, self.holding)  # (a held wait lets go once these end)
             if patience.run_out(busy):
+                self.settled = {*self.settled, *busy}
                 for task in busy:
                     task.cancel()
             await asyncio.wait(pending, timeout=poll)
@@ -99,6 +103,15 @@ class Branches:
                 if isinstance(exc, Suspend) and not exc.consumed and exc.wait not in closed:
                     loose.append(exc)
         return loose
+
+    def refuses(self) -> bool:
+        """Whether the running task is one :meth:`settle` cancelled: a durable call it
+        makes after its CancelledError (a cleanup of the code's own) is refused with
+        another, as nothing of it is the run's: the next pass runs the task again from the
+        top, not cancelled. Race closed: such a cleanup step ran and was recorded where the
+        next pass, its Event set by the answer, called another, and the run was blocked as
+        nondeterministic. (Asked only while :attr:`settled` holds a task.)"""
+        return asyncio.current_task() in self.settled
 
     def working(self) -> bool:
         """Whether a step's body runs or a write of the execution is in flight: real work

@@ -201,6 +201,8 @@ class Execution(Endings):
         """Take the next position of the running task's durable calls. Returns it with the
         call the log recorded there (it must be this one, else the run is blocked), or with
         None when the log has nothing there (new work)."""
+        if self.branches.settled and self.branches.refuses():
+            raise asyncio.CancelledError(f"the run's pass has ended: {kind} {name!r} refused")
         position = self.calling_scope().next_position()
         recorded = self.index.calls.get(position)
         if recorded is None:

@@ -1,12 +1,16 @@
 """A task of the workflow blocked on something outside the run (an ``asyncio.Event``, a
 ``Queue``) that only a wait's answer would feed: once the body has ended it is cancelled,
 not waited for, and the next pass runs it again. Before, the execution waited for it
-forever: the run stayed "running", its worker's slot taken, nothing said why."""
+forever: the run stayed "running", its worker's slot taken, nothing said why. A task so
+cancelled that goes on after its CancelledError (a cleanup of the code's own) has its
+durable calls refused: they are not the run's, as the next pass runs the task again."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+import pytest
 
 from runtime import RunStatus, Runtime, Worker, hook, step, workflow
 
@@ -27,6 +31,41 @@ async def bo_event_set_after_the_answer() -> Any:
 
     async def waits_for_the_answer() -> str:
         await answered.wait()
+        return await looks_up()
+
+    return await asyncio.gather(asks(), waits_for_the_answer())
+
+
+CLEANED: list[str] = []
+
+
+@step
+async def cleans_up() -> str:
+    CLEANED.append("cleaned")
+    return "cleaned"
+
+
+@workflow(name="bo_cleanup_on_cancel")
+async def bo_cleanup_on_cancel(cleanup: str) -> Any:
+    answered = asyncio.Event()
+
+    async def asks() -> Any:
+        answer = await hook("ask")
+        answered.set()
+        return answer
+
+    async def waits_for_the_answer() -> str:
+        try:
+            await answered.wait()
+        except asyncio.CancelledError:
+            if cleanup == "step":
+                await cleans_up()
+            elif cleanup == "hook":
+                CLEANED.append(await hook("sorry"))
+            else:  # after an await outside the run
+                await asyncio.sleep(0.01)
+                await cleans_up()
+            raise
         return await looks_up()
 
     return await asyncio.gather(asks(), waits_for_the_answer())
@@ -55,8 +94,8 @@ async def bo_task_left_blocked() -> Any:
     return [answer, left.done()]
 
 
-async def run_to_the_end(rt: Runtime, worker: Worker, wf: Any) -> tuple[Any, ...]:
-    run_id = await rt.start(wf)
+async def run_to_the_end(rt: Runtime, worker: Worker, wf: Any, *args: Any) -> tuple[Any, ...]:
+    run_id = await rt.start(wf, *args)
     await asyncio.wait_for(worker.drain(), timeout=10)
     assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
     [pending] = await rt.list_hooks("pending", run_id=run_id)
@@ -95,3 +134,19 @@ async def test_a_task_left_blocked_does_not_keep_the_run_running(
         ["yes", False],
         [],
     )
+
+
+@pytest.mark.parametrize("cleanup", ["step", "hook", "step after an await"])
+async def test_a_cancelled_branchs_cleanup_calls_are_refused(
+    rt: Runtime, worker: Worker, cleanup: str
+) -> None:
+    """Before, its cleanup step ran and was recorded where the next pass (the Event set by
+    the answer) calls looks_up, and the run was blocked as nondeterministic; its cleanup
+    hook asked the person a second question."""
+    CLEANED.clear()
+    assert await run_to_the_end(rt, worker, bo_cleanup_on_cancel, cleanup) == (
+        RunStatus.COMPLETED,
+        ["yes", "looked up"],
+        ["0_1.looks_up-0"],
+    )
+    assert CLEANED == []
