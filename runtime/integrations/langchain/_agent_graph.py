@@ -15,8 +15,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 
 from ...engine.failures import outage
 from ...errors import UsageError
-from ._human_tools import HumanRequest, HumanTool, HumanTools
-from ._transcript import unanswered
+from ._human_tools import HumanRequest, HumanTool, HumanTools, check_names, run_id_or_none
+from ._transcript import unanswered, with_call_ids
 
 
 def _asks(call: dict[str, Any], human: HumanTools) -> bool:
@@ -27,6 +27,13 @@ def _asks(call: dict[str, Any], human: HumanTools) -> bool:
 
 
 def next_node(messages: Sequence[BaseMessage], human: HumanTools) -> str:
+    if not messages:
+        # Nothing to answer (the model would be called on nothing, which providers refuse).
+        raise UsageError(
+            "the agent graph was entered with no messages: give it at least the person's "
+            "first message",
+            run_id=run_id_or_none(),
+        )
     calls = unanswered(messages)
     if not all(_asks(call, human) for call in calls):
         return "tools"  # ordinary calls first: their results belong before the person's
@@ -52,14 +59,16 @@ def create_agent_graph(
     """A ReAct-style agent (model node + tool node) that ends — instead of executing — when
     the model calls a human tool. It can be entered with any transcript: the entry router
     runs unanswered ordinary calls, else calls the model, else ends."""
+    check_names([*(t.name for t in tools), *(t.name for t in human_tools)], "tool")
     human = {t.name: t for t in human_tools}
     by_name = {t.name: t for t in tools}
-    if clash := set(human) & set(by_name):
-        raise UsageError(f"tool names used twice: {sorted(clash)}")
     bound = model.bind_tools([*tools, *(t.tool for t in human_tools)])
 
     async def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
-        return {"messages": [await bound.ainvoke(state["messages"], config)]}
+        reply = await bound.ainvoke(state["messages"], config)
+        if isinstance(reply, AIMessage):  # a call without an id could not be answered
+            reply = with_call_ids(reply, sum(isinstance(m, AIMessage) for m in state["messages"]))
+        return {"messages": [reply]}
 
     async def call_tools(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         # A tool's own model calls are not the agent's text: streamed, they would show in

@@ -26,7 +26,8 @@ from ...workflow import (
 )
 from ._agent_graph import next_node, surfaced
 from ._human_tools import HumanRequest, HumanTool, HumanTools, OnCreated
-from ._transcript import decode_transcript, encode_transcript
+from ._human_tools import by_name as human_by_name
+from ._transcript import decode_transcript, encode_transcript, with_last_call_ids
 
 CHECKPOINT_VERSION = 1
 OnText = Callable[[int, str], Awaitable[None]]
@@ -56,10 +57,10 @@ async def run_agent(
     ``durable_steps`` checkpoints the transcript after each graph superstep (one round
     trip each); without it, work done since the last suspension re-runs after a crash.
     """
-    by_name = {t.name: t for t in human_tools}
+    by_name = human_by_name(human_tools)
     checkpoint = await load_step_checkpoint()
     if checkpoint is None:
-        transcript, pending, answered = list(messages), None, []
+        transcript, pending, answered = with_last_call_ids(messages), None, []
     else:
         run_id = current_run().run_id
         if checkpoint.get("v") != CHECKPOINT_VERSION:
@@ -118,6 +119,8 @@ async def run_agent(
         pending = surfaced(transcript, by_name)
         if pending is None:
             transcript = await _drive(graph, transcript, by_name, text_out, progress, config)
+            # Another graph's model may call a human tool without an id: one to answer by.
+            transcript = with_last_call_ids(transcript)
             pending = surfaced(transcript, by_name)
         if pending is None:
             await delete_step_checkpoint()

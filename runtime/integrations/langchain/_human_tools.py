@@ -3,7 +3,8 @@ call's arguments are checked, what the person is shown and what the model gets b
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -69,12 +70,8 @@ class HumanTool:
         :func:`run_agent`; if some other driver runs it, it fails loudly."""
 
         async def not_driven(**_: Any) -> str:
-            try:
-                run_id: str | None = current_run().run_id
-            except UsageError:  # driven outside a run altogether
-                run_id = None
             message = f"{self.name!r} ran inside the graph: use run_agent()"
-            raise HumanToolNotDriven(message, run_id=run_id)
+            raise HumanToolNotDriven(message, run_id=run_id_or_none())
 
         return StructuredTool.from_function(
             coroutine=not_driven,
@@ -126,3 +123,24 @@ class HumanTool:
 
 
 HumanTools = Mapping[str, HumanTool]
+
+
+def run_id_or_none() -> str | None:
+    """The calling code's run, for an error to name (None: called outside a run)."""
+    try:
+        return current_run().run_id
+    except UsageError:
+        return None
+
+
+def check_names(names: Iterable[str], what: str) -> None:
+    """Refuse ``what`` (tools) of which two share a name: looked up by name, the second
+    would silently hide the first, while the model is bound to both."""
+    if twice := sorted(name for name, n in Counter(names).items() if n > 1):
+        raise UsageError(f"{what} names used twice: {twice}", run_id=run_id_or_none())
+
+
+def by_name(human_tools: Iterable[HumanTool]) -> dict[str, HumanTool]:
+    tools = list(human_tools)
+    check_names((t.name for t in tools), "human tool")
+    return {t.name: t for t in tools}
