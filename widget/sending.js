@@ -64,10 +64,13 @@ export const sending = {
       const card = this.prompts.get(sent.token);
       if (card && card.state === "sending") {
         // final for this card: the question is gone (closed: another wait of its first() won)
+        // already answered: another answer (another tab's) was taken; its `answered` frame,
+        // on its way, says which
         const settled = {
           hook_expired: "expired",
           hook_cancelled: "cancelled",
           hook_closed: "closed",
+          hook_already_answered: "received",
           run_finished: "cancelled",
         }[frame.error];
         if (settled) this.settlePrompt(sent.token, settled);
