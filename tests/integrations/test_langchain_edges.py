@@ -1,6 +1,7 @@
 """The LangChain integration at its edges, on the embedded store and real Redis: two agents
 in one run (their streamed replies are two bubbles of the chat, not one), names used
-twice, an empty transcript, a model's tool call without an id."""
+twice, an empty transcript, a model's tool call without an id, and a user-supplied graph
+whose tool calls a model of its own."""
 
 from __future__ import annotations
 
@@ -256,3 +257,48 @@ async def test_a_tool_call_without_an_id_is_given_one_and_answered(rt: Runtime, 
     assert all(c["id"] for c in called)
     assert {c["id"] for c in called} == set(results)  # each call answered under its id
     assert "yes" in results.values()
+
+
+# 3. A user-supplied graph whose tool calls a model of its own ---------------------------
+INNER = TurnModel(replies=[AIMessage("words only the tool reads")])
+
+
+@tool
+async def summarize(text: str) -> str:
+    """Summarize a text (with a model of its own)."""
+    return (await INNER.ainvoke([HumanMessage(text)])).text
+
+
+SUMMARIZE_CALL = {"name": "summarize", "args": {"text": "t"}, "id": "c1", "type": "tool_call"}
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    SUMMARIZING = create_react_agent(
+        TurnModel(
+            replies=[
+                AIMessage("Let me summarize. ", tool_calls=[SUMMARIZE_CALL]),  # type: ignore[list-item]
+                AIMessage("Here it is."),
+            ]
+        ),
+        [summarize, ASK.tool],
+    )
+
+
+@step(name="lc_edges_summarizing_step")
+async def summarizing_step() -> str:
+    return final_text(await run_agent(SUMMARIZING, [HumanMessage("hi")], [ASK]))
+
+
+@workflow(name="lc_edges_summarizing")
+async def summarizing_wf() -> str:
+    return await summarizing_step()
+
+
+async def test_a_user_graphs_tool_model_is_not_streamed_as_the_agents_text(rt: Runtime) -> None:
+    """The package's own graph runs its tools untagged for the message stream; another
+    graph's tool node (here create_react_agent's) does not: the tool's own model text was
+    streamed as the agent's, under the turn of its next reply, into that reply's bubble."""
+    session = Runtime.new_session_id()
+    run_id = await rt.start(summarizing_wf, session=session)
+    await Worker(rt, timer_tick=0.01).drain()
+    assert await rt.wait(run_id, timeout=5) == "Here it is."
+    assert await chat(rt, session) == ["Let me summarize. ", "Here it is."]

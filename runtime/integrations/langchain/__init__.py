@@ -38,6 +38,8 @@ graph entered with no message, are a :class:`~runtime.errors.UsageError`.
 
 Other graphs (e.g. ``create_react_agent``) work if a human call is never mixed with
 ordinary calls in one AI message: :func:`run_agent` stops the stream before their tool node.
+The text of a model that one of their tools calls is not streamed as the agent's, as in the
+package's graph (a callback handler sees which model runs are inside a tool run).
 A human call there whose arguments do not fit goes to that node: LangGraph's ToolNode
 answers it with the validation error when ``args_schema`` is a pydantic model; with a JSON
 Schema dict nothing validates it and the tool raises :class:`HumanToolNotDriven`.

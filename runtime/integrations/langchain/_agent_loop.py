@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from langgraph.graph import END
 
 from ..._codec import encode_value
@@ -27,6 +28,7 @@ from ...workflow import (
 from ._agent_graph import next_node, surfaced
 from ._human_tools import HumanRequest, HumanTool, HumanTools, OnCreated
 from ._human_tools import by_name as human_by_name
+from ._tool_runs import ToolRuns
 from ._transcript import decode_transcript, encode_transcript, with_last_call_ids
 
 CHECKPOINT_VERSION = 1
@@ -186,6 +188,9 @@ async def _drive(
     latest = transcript
     seen = {m.id for m in transcript if m.id}
     modes = ["values", "messages"] if on_text is not None else ["values"]
+    tool_runs = ToolRuns()  # the text of a model a tool calls is not the agent's
+    if on_text is not None:
+        config = merge_configs(config, {"callbacks": [tool_runs]})
     chunks = graph.astream({"messages": transcript}, config, stream_mode=modes)
     try:
         async for mode, data in chunks:
@@ -199,7 +204,7 @@ async def _drive(
             elif on_text is not None:
                 chunk = data[0]
                 fresh = isinstance(chunk, AIMessage | AIMessageChunk) and chunk.id not in seen
-                if fresh and (delta := chunk.text):
+                if fresh and not tool_runs.quiet(chunk) and (delta := chunk.text):
                     await on_text(sum(isinstance(m, AIMessage) for m in latest), delta)
     finally:
         await chunks.aclose()  # nothing of the graph outlives the step's suspension
