@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import create_react_agent
 
-from runtime import RunFailed, Runtime, UsageError, Worker, step, workflow
+from runtime import RunFailed, RunStatus, Runtime, UsageError, Worker, step, workflow
 from runtime.integrations.langchain import (
     HumanTool,
     create_agent_graph,
@@ -127,6 +127,43 @@ async def test_a_re_executed_agent_step_streams_under_the_same_ids(rt: Runtime) 
     ids = [(f["message_id"], f["seq"]) for f in frames]
     assert ids[: len(ids) // 2] == ids[len(ids) // 2 :]  # the same ids, twice
     assert await chat(rt, session) == ["The first agent's reply."]
+
+
+ASKING_AGENT = create_agent_graph(
+    TurnModel(
+        replies=[
+            AIMessage("", tool_calls=[{"name": "ask", "args": {"question": "Why?"}, "id": "c1"}]),
+            AIMessage("Because."),
+        ]
+    ),
+    [],
+    [test_langchain.ASK],
+)
+
+
+@step(name="lc_edges_two_in_one")
+async def two_in_one_step() -> list[str]:
+    first = final_text(await run_agent(AGENTS["first"], [HumanMessage("hi")], []))
+    ask = test_langchain.ASK
+    return [first, final_text(await run_agent(ASKING_AGENT, [HumanMessage("hi")], [ask]))]
+
+
+@workflow(name="lc_edges_two_in_one_wf")
+async def two_in_one_wf() -> list[str]:
+    return await two_in_one_step()
+
+
+async def test_a_second_run_agent_in_one_step_is_refused(rt: Runtime) -> None:
+    """The agent's checkpoint is the step's one checkpoint: the second agent suspended on
+    its question, and on resume the first run_agent() found that checkpoint and resumed
+    the second agent's conversation with the first agent's graph. One agent per step."""
+    session = Runtime.new_session_id()
+    run_id = await rt.start(two_in_one_wf, session=session)
+    await Worker(rt, timer_tick=0.01).drain()
+    run = await rt.get_run(run_id)
+    assert run.status is RunStatus.FAILED, (run.status, run.error)
+    said = str(run.error)
+    assert "UsageError" in said and "called twice in step 'lc_edges_two_in_one-0'" in said
 
 
 # 2. Names used twice, an empty transcript, a tool call without an id -------------------

@@ -34,7 +34,8 @@ A human call whose arguments do not fit the tool's ``args_schema`` is not asked:
 node answers it with the validation error, as it answers an ordinary tool's, and the model
 calls again. A tool call the model gives no id (some servers do) gets one,
 ``call_parley_<turn>_<n>``, the same if the turn runs again; two tools of one name, or a
-graph entered with no message, are a :class:`~runtime.errors.UsageError`.
+graph entered with no message, are a :class:`~runtime.errors.UsageError`, as is a second
+:func:`run_agent` in one step (the agent's checkpoint is the step's: one agent per step).
 
 Other graphs (e.g. ``create_react_agent``) work if a human call is never mixed with
 ordinary calls in one AI message: :func:`run_agent` stops the stream before their tool node.

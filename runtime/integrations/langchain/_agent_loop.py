@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict
 from typing import Any
 
@@ -15,7 +16,7 @@ from langchain_core.runnables.config import merge_configs
 from langgraph.graph import END
 
 from ..._codec import encode_value
-from ...engine.signals import Blocked
+from ...engine.signals import Blocked, StepScope, current_step
 from ...errors import InvalidPayload, NondeterminismError, PayloadTooLarge, UsageError
 from ...workflow import (
     current_run,
@@ -60,6 +61,7 @@ async def run_agent(
     trip each); without it, work done since the last suspension re-runs after a crash.
     """
     by_name = human_by_name(human_tools)
+    _once_per_step()
     checkpoint = await load_step_checkpoint()
     if checkpoint is None:
         transcript, pending, answered = with_last_call_ids(messages), None, []
@@ -129,6 +131,27 @@ async def run_agent(
             return transcript
         # Deferred: written atomically with the hook.created of the step_hook just below.
         await save(transcript, pending, defer=True)
+
+
+# The step execution (its StepScope, new for each attempt) that called run_agent() last.
+_driving: ContextVar[StepScope | None] = ContextVar("parley_langchain_driving", default=None)
+
+
+def _once_per_step() -> None:
+    """Refuse a second run_agent() in one execution of a step. The agent's checkpoint is
+    the step's one checkpoint: on re-execution the first agent would resume from the
+    second one's (its transcript, its pending question) and carry on its conversation,
+    and both would stream under the same message ids."""
+    scope = current_step.get()
+    if scope is None:
+        return  # not in a step: load_step_checkpoint() says so
+    if _driving.get() is scope:
+        raise UsageError(
+            f"run_agent() was called twice in step {scope.step_id!r}: the agent's "
+            "checkpoint is the step's, so each agent needs a step of its own",
+            run_id=current_run().run_id,
+        )
+    _driving.set(scope)
 
 
 def _not_json(transcript: Sequence[BaseMessage], why: str) -> str:
