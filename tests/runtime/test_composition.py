@@ -428,7 +428,8 @@ async def test_an_expiry_in_a_first_withdraws_the_other_hooks(rt: Runtime, worke
 
 @workflow(name="first_of_hook_or_timer_wf")
 async def first_of_hook_or_timer_wf() -> list[Any]:
-    which, value = await first(hook("approve"), sleep("50ms"))
+    # (longer than a drain takes on a loaded machine: the timer is fired by the test)
+    which, value = await first(hook("approve"), sleep("300ms"))
     return [which, value]
 
 
@@ -440,7 +441,7 @@ async def test_a_fired_timer_in_a_first_withdraws_its_hooks(rt: Runtime, worker:
     run_id = await rt.start(first_of_hook_or_timer_wf)
     await worker.drain()
     [approve] = await rt.list_hooks(run_id=run_id)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.35)
     await raw(rt).fire_due(limit=10)  # the timer fires; no worker runs yet
     before = await rt.events(run_id)
     with pytest.raises(HookClosed):

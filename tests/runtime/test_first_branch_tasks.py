@@ -67,12 +67,26 @@ async def test_a_step_hook_step_in_a_branch(
 attempts: list[int] = []
 
 
-@step(retries=2, retry_delay=0.05)
-async def flaky() -> str:
+async def _fails_once() -> str:
     attempts.append(1)
     if len(attempts) < 2:
         raise RuntimeError("once")
     return "ok"
+
+
+@step(retries=2, retry_delay=0.05)
+async def flaky() -> str:
+    return await _fails_once()
+
+
+# The same, backing off long enough that "stop" is answered before its retry is due,
+# however loaded the machine (with 0.05 s, the retry ran first now and then under load).
+LONG_BACKOFF = 0.6
+
+
+@step(retries=2, retry_delay=LONG_BACKOFF)
+async def flaky_backing_off_long() -> str:
+    return await _fails_once()
 
 
 @workflow(name="branch_tasks_flaky_branch")
@@ -81,9 +95,15 @@ async def flaky_branch() -> list[Any]:
     return [which, await handle_message(await receive("v"))]
 
 
+@workflow(name="branch_tasks_flaky_branch_losing")
+async def flaky_branch_losing() -> list[Any]:
+    which, _ = await first(hook("stop"), flaky_backing_off_long())
+    return [which, await handle_message(await receive("v"))]
+
+
 async def _receive_then_flaky() -> Any:
     message = await receive("v")
-    await flaky()
+    await flaky_backing_off_long()
     return message
 
 
@@ -113,11 +133,11 @@ async def test_a_flaky_step_in_a_losing_branch(rt: Runtime, worker: Worker, full
     attempts.clear()
     handled.clear()
     w = cached_or_full(rt, worker, full)
-    run_id = await rt.start(flaky_branch)
+    run_id = await rt.start(flaky_branch_losing)
     await w.drain()
     await answer(rt, "stop", 1)
     await w.drain()
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(LONG_BACKOFF + 0.1)  # its retry timer, withdrawn, does not run it
     await w.drain()
     await rt.send(run_id, "v", "a")
     await w.drain()
@@ -137,7 +157,7 @@ async def test_a_received_message_then_flaky_step_loses_while_backing_off(
     handled.clear()
     w = cached_or_full(rt, worker, full)
     run_id = await message_then_stop(rt, w, RECEIVE_FLAKY)
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(LONG_BACKOFF + 0.1)
     await w.drain()
     await rt.send(run_id, "v", "b")
     await w.drain()

@@ -177,7 +177,7 @@ async def test_step_timeout(rt: Runtime, worker: Worker) -> None:
 @workflow(name="sleepy")
 async def sleepy() -> str:
     await side_effect("before")
-    await sleep("30ms")
+    await sleep("300ms")  # (longer than a drain takes on a loaded machine: still suspended)
     await side_effect("after")
     return "woke"
 
