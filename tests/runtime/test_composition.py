@@ -270,6 +270,34 @@ async def test_a_wait_parley_cannot_replay_is_refused_not_misread(
     assert info.error["type"] == "UsageError" and "runtime.first" in info.error["message"]
 
 
+@workflow(name="wait_for_around_a_hook_wf")
+async def wait_for_around_a_hook_wf(clock: str) -> Any:
+    try:
+        if clock == "wait_for":
+            return await asyncio.wait_for(hook("approve"), 0.05)
+        async with asyncio.timeout(0.05):
+            return await hook("approve")
+    except TimeoutError:
+        return "timed out"
+
+
+@pytest.mark.parametrize("clock", ["wait_for", "timeout"])
+async def test_an_asyncio_timeout_around_a_wait_is_not_durable(
+    rt: Runtime, worker: Worker, clock: str
+) -> None:
+    """What the README says of it: the timeout counts only while the execution runs; the
+    run suspends at once and the wait waits for its answer, however long (give the wait
+    its own ``timeout=``, which is durable)."""
+    run_id = await rt.start(wait_for_around_a_hook_wf, clock)
+    await worker.drain()
+    await asyncio.sleep(0.2)
+    await worker.drain()
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await answer(rt, run_id, "approve", "yes")
+    await worker.drain()
+    assert await rt.wait(run_id, timeout=5) == "yes"
+
+
 @workflow(name="first_misuse_wf")
 async def first_misuse_wf() -> Any:
     return await first(hook("only"))

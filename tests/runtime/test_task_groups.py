@@ -117,6 +117,37 @@ async def test_the_code_handles_a_task_groups_failure_without_the_waits_answer(
     assert (info.status, info.result) == (RunStatus.COMPLETED, ["StepFailed"])
 
 
+@workflow(name="tg_failure_handled_then_asks")
+async def tg_failure_handled_then_asks() -> Any:
+    try:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(hook("ask"))
+            group.create_task(fails())
+    except* Exception:
+        pass
+    return await hook("then")
+
+
+async def test_an_answer_to_a_wait_its_group_cancelled_changes_nothing(
+    rt: Runtime, worker: Worker
+) -> None:
+    """The group cancelled the wait, but its question stays open until the run ends (what
+    cancelled it, a failure replayed or a timeout by the clock, is not in the log): its
+    answer wakes the run, which replays to the same place and waits for the next."""
+    run_id = await rt.start(tg_failure_handled_then_asks)
+    await asyncio.wait_for(worker.drain(), timeout=10)
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await answer(rt, run_id, "ask", "too late")
+    await asyncio.wait_for(worker.drain(), timeout=10)
+    assert (await rt.get_run(run_id)).status is RunStatus.SUSPENDED
+    await answer(rt, run_id, "then", "yes")
+    await asyncio.wait_for(worker.drain(), timeout=10)
+    info = await rt.get_run(run_id)
+    assert (info.status, info.result) == (RunStatus.COMPLETED, "yes")
+    steps = [e for e in await rt.events(run_id) if e.type == "step.started"]
+    assert len(steps) == 1  # (the failed step is not run again)
+
+
 async def test_a_task_groups_wait_in_a_gathered_branch_does_not_wait_out_the_hold(
     rt: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
