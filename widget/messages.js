@@ -40,18 +40,20 @@ export class VisitorBubble {
     this.retry = null;
   }
 
-  /** queued | sending | sent | failed (with a retry button). */
-  setState(state, { note = "", onRetry = null } = {}) {
+  /** queued | sending | sent | failed (with a Retry button, or an Edit button for a
+   *  refusal no second try can change: its text goes back to the message box). */
+  setState(state, { note = "", onRetry = null, onEdit = null } = {}) {
     this.node.dataset.state = state;
     this.note.textContent = note;
     if (this.retry) {
       this.retry.remove();
       this.retry = null;
     }
-    if (state === "failed" && onRetry) {
-      this.retry = el("button", "parley-retry", this.t("retry"));
+    const action = state === "failed" ? (onRetry ? ["retry", onRetry] : onEdit ? ["edit", onEdit] : null) : null;
+    if (action) {
+      this.retry = el("button", "parley-retry", this.t(action[0]));
       this.retry.type = "button";
-      this.retry.addEventListener("click", onRetry);
+      this.retry.addEventListener("click", action[1]);
       this.meta.prepend(this.retry);
     }
   }

@@ -1,7 +1,8 @@
 // Sending, for the chat: what the visitor writes is shown at once and queued; it goes to
 // the server when the connection is open and the agent is free (one message at a time:
 // the server refuses a new one while the session's run is going). A refusal the visitor
-// can do nothing about shows the reason and a Retry button; "busy" and "rate limited" are
+// can do nothing about shows the reason and a Retry button (one too long to send puts its
+// text back into the message box instead, to shorten); "busy" and "rate limited" are
 // retried by themselves. Answers to prompts go the same way, at once. A message in flight
 // when the socket drops is queued again and re-sent once it is back. What is not confirmed
 // yet is also kept in the browser's storage (UnsentStore), so a reload sends it too, and
@@ -19,6 +20,9 @@ const BUSY_RETRY_MS = 2000;
 // A message being settled in the conversation left, refused there as busy this many times,
 // is not being started there (no start of it holds the session any more): it goes along.
 const SETTLE_BUSY_TRIES = 3;
+// Refusals a second try of the same text cannot change (it is over the server's frame
+// limit, refused before it is sent): no Retry, the text goes back to the message box.
+const UNSENDABLE = new Set(["frame_too_large"]);
 
 export const sending = {
   /** Send `text` as the visitor (queued until it can be sent). */
@@ -337,14 +341,24 @@ export const sending = {
     if (this.activeRun === "starting") this.activeRun = null;
   },
 
-  /** The server refused the message (`code`): it stays, with the reason and a Retry. */
+  /** The server refused the message (`code`): it stays, with the reason and a Retry. One
+   *  no second try can change (too long to send) has no Retry: its text goes back to the
+   *  message box to shorten (at once if the box is empty, else with its Edit button). */
   fail(clientId, code) {
     const item = this.visitors.get(clientId);
     if (!item) return;
     item.state = "failed";
     item.error = code;
+    const note = this.t("notSent", { reason: reason(this.t, code) });
+    if (UNSENDABLE.has(code)) {
+      const edit = () => this.takeBack(clientId);
+      item.bubble.setState("failed", { note, onEdit: edit });
+      this.remember();
+      if (!this.view.input.value.trim()) edit();
+      return;
+    }
     item.bubble.setState("failed", {
-      note: this.t("notSent", { reason: reason(this.t, code) }),
+      note,
       onRetry: () => {
         item.state = "queued";
         item.error = null;
@@ -356,6 +370,24 @@ export const sending = {
       },
     });
     this.remember();
+  },
+
+  /** A message refused as one that cannot go as it is: its text goes back to the message
+   *  box (before what the visitor is writing there, if anything), focused, to shorten and
+   *  send again. The message is withdrawn (no longer kept to send): the box has it now;
+   *  its bubble stays, saying why. */
+  takeBack(clientId) {
+    const item = this.visitors.get(clientId);
+    if (!item || item.state !== "failed") return;
+    const input = this.view.input;
+    const draft = input.value.trim();
+    input.value = draft ? `${item.text} ${draft}` : item.text;
+    this.queue = this.queue.filter((id) => id !== clientId);
+    item.state = "withdrawn";
+    item.bubble.setState("failed", { note: this.t("backInBox", { reason: reason(this.t, item.error) }) });
+    this.remember();
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
   },
 
   answer(token, payload) {
