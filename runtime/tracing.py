@@ -22,7 +22,8 @@ in a ``parley`` process, :func:`configure`) turns it on. Then:
 - a run started by ``child()`` stores the ``traceparent`` of the parent's execution that
   started it (its executions are children of that one, in the parent's trace); a run
   started by ``continue_as_new`` stores its predecessor's stored context (the same trace,
-  its executions children of the same ``parley.start``).
+  its executions children of the same ``parley.start``). A worker with tracing off hands
+  on the run's stored context as is: a traced run stays one trace whoever executes it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .settings import Settings
 __all__ = [
     "abandoned",
     "annotate",
+    "child_traceparent",
     "configure",
     "continued_traceparent",
     "disable",
@@ -129,13 +131,6 @@ def traceparent() -> str | None:
     return carrier.get("traceparent")
 
 
-# The stored context (``traceparent``) of the run that the current execution executes,
-# set by the worker around a traced execution: what the run it continues as carries on.
-# Not the current span's: each successor's executions would nest one level deeper than
-# its predecessor's, and a conversation that never ends would grow a trace without end.
-_run_trace: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "parley_run_trace", default=None
-)
 # Whether the current span is inside a worker's execution: an outage there is not the
 # failure of what the span does, which runs again (see _described).
 _in_execution: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -145,24 +140,36 @@ RUNS_AGAIN = "a store outage, not a failure: the execution is abandoned and runs
 
 
 @contextlib.contextmanager
-def executing(stored: str | None) -> Iterator[None]:
-    """Inside the block, the current execution's run has ``stored`` as its trace context
-    (its ``workflow.started`` event's ``trace``; None: it has none)."""
-    token = _run_trace.set(stored)
+def executing(stored: str | None = None) -> Iterator[None]:
+    """Inside the block, spans are inside a worker's execution. ``stored``, the run's trace
+    context, is not read: the execution's replay index holds it (``ReplayIndex.trace``),
+    also with tracing off."""
     inside = _in_execution.set(True)
     try:
         yield
     finally:
         _in_execution.reset(inside)
-        _run_trace.reset(token)
 
 
-def continued_traceparent() -> str | None:
-    """The ``traceparent`` a run that continues the current execution's run stores: that
-    run's own stored one, else (started untraced) the current span's; None when off."""
+def child_traceparent(stored: str | None) -> str | None:
+    """The ``traceparent`` a run that the current execution starts with ``child()``
+    stores: the current span's (the parent's execution, in its trace); with tracing off
+    the parent run's own ``stored`` one as is (None: untraced), so that a run started by
+    a traced client stays one trace when a worker that does not trace executes it."""
     if _tracer is None:
-        return None
-    return _run_trace.get() or traceparent()
+        return stored
+    return traceparent() or stored
+
+
+def continued_traceparent(stored: str | None) -> str | None:
+    """The ``traceparent`` a run that continues the current execution's run stores: that
+    run's own ``stored`` one (also with tracing off), else (started untraced) the current
+    span's. Not the current span's first: each successor's executions would nest one
+    level deeper than its predecessor's, and a conversation that never ends would grow a
+    trace without end."""
+    if _tracer is None or stored:
+        return stored
+    return traceparent()
 
 
 def _context(parent: str | None) -> Any:

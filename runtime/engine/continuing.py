@@ -15,17 +15,17 @@ from .signals import ContinueAsNew
 
 
 def successor_input(
-    signal: ContinueAsNew, tags: dict[str, str], limit: int, run_id: str
+    signal: ContinueAsNew, tags: dict[str, str], stored: str | None, limit: int, run_id: str
 ) -> tuple[bytes, bytes | None]:
     """The successor's workflow.started data (its arguments, the run's current tags, the
-    run's trace context when tracing is on) and its tags as the store indexes them (None:
-    untagged)."""
+    run's trace context: ``stored``, its own, handed on also with tracing off) and
+    its tags as the store indexes them (None: untagged)."""
     started: dict[str, Any] = {"args": list(signal.args_), "scoped": LOG_FORMAT}
     if signal.kwargs:
         started["kwargs"] = signal.kwargs
     if tags:
         started["tags"] = tags
-    trace = tracing.continued_traceparent()
+    trace = tracing.continued_traceparent(stored)
     if trace is not None:  # the successor's executions continue the run's trace
         started["trace"] = trace
     encoded = encode_value(started, what="continue_as_new input", limit=limit, run_id=run_id)

@@ -65,7 +65,9 @@ class Endings(Writer):
         next_id = self.store.continued_run_id(self.run_id, self.index.origin)
         limit = self.limits.max_payload_bytes
         try:
-            started, tags = successor_input(signal, self.index.tags, limit, self.run_id)
+            started, tags = successor_input(
+                signal, self.index.tags, self.index.trace, limit, self.run_id
+            )
         except Exception as exc:
             await self.finish_failed(exc)
             return

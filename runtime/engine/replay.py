@@ -90,6 +90,9 @@ class ReplayIndex:
     # How the log was recorded, as its workflow.started says (models.LOG_FORMAT; 0 for
     # runs started before 2026-12-02)
     log_format: int
+    # The run's trace context, its workflow.started's W3C traceparent (None: untraced),
+    # which its child and its successor carry on, also from a worker that does not trace.
+    trace: str | None
 
     def __init__(self) -> None:
         # Written out, not generated: one index is made per execution that is not a cached
@@ -126,6 +129,7 @@ class ReplayIndex:
         self.child_ends = {}
         self.origin = ""
         self.log_format = 0
+        self.trace = None
 
     @property
     def scoped(self) -> bool:
@@ -183,6 +187,8 @@ def _started(index: ReplayIndex, data: dict[str, Any]) -> None:
     index.kwargs = dict(data.get("kwargs", {}))
     index.tags = dict(data.get("tags", {}))
     index.log_format = int(data.get("scoped", 0))
+    if "trace" in data:  # (a test, not a get: 4 bytecodes for an untraced run, not 6)
+        index.trace = data["trace"]
 
 
 def _step_started(index: ReplayIndex, data: dict[str, Any]) -> None:

@@ -249,11 +249,12 @@ async def child(execution: Execution, workflow: str, started: bytes) -> Any:
             EventType.CHILD_STARTED,
             {"seq": position, "child_run_id": child_id, "workflow": workflow},
         )
-        trace = tracing.traceparent()
+        trace = tracing.child_traceparent(execution.index.trace)
         if trace is not None:
             # The child's executions are children of this execution's span, in the
-            # parent's trace. Not counted against the input's limit (a traceparent is a
-            # fixed 55 characters): an input that fits untraced must not fail traced.
+            # parent's trace (with tracing off here, of the parent's stored context). Not
+            # counted against the input's limit (a traceparent is a fixed 55 characters):
+            # an input that fits untraced must not fail traced.
             started = dumps({**loads(started), "trace": trace})
         execution.writes.start_child(child_id, workflow, started)
         # Durable before this run goes on: the child runs at once, on any worker.

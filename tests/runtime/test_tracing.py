@@ -559,3 +559,46 @@ async def test_a_hook_wait_is_one_span_when_its_run_is_blocked_then_retried(
     assert sorted(s["attributes"]["parley.hook_id"] for s in waits) == sorted(
         [approve.hook_id, confirm.hook_id]
     ), waits
+
+
+async def _run_untraced(rt: Runtime, worker: Worker, run_id: str) -> str:
+    """The run's stored trace context (its start was traced), after a worker with tracing
+    off executed it to its end."""
+    stored: str = (await rt.events(run_id))[0].data["trace"]
+    tracing.disable()  # the worker's process does not trace
+    await worker.drain()
+    await rt.wait(run_id, timeout=5)
+    return stored
+
+
+async def test_a_child_started_by_an_untraced_worker_is_in_its_parents_trace(
+    rt: Runtime, worker: Worker, spans: InMemorySpanExporter
+) -> None:
+    """A run started by a traced client, executed by a worker with tracing off: the child
+    it starts carries the parent's stored trace context as is (the worker has no span of
+    its own to hand on), in the start's trace. It carried none: the untraced worker's
+    traceparent() is None, and the run's stored one was not passed on."""
+    run_id = await rt.start(traced_parent_wf, 1)
+    stored = await _run_untraced(rt, worker, run_id)
+    assert await rt.wait(run_id, timeout=5) == 2
+    [child_id] = [
+        e.data["child_run_id"] for e in await rt.events(run_id) if e.type == "child.started"
+    ]
+    assert (await rt.events(child_id))[0].data.get("trace") == stored
+    assert [s["name"] for s in _finished(spans)] == ["parley.start"]  # nothing traced since
+
+
+async def test_a_run_an_untraced_worker_continues_as_new_stays_in_its_trace(
+    rt: Runtime, worker: Worker, spans: InMemorySpanExporter
+) -> None:
+    """The same for continue_as_new: each successor an untraced worker starts stores its
+    predecessor's stored context as is (it stored none)."""
+    run_id = await rt.start(traced_continuing_wf, 2)
+    stored = await _run_untraced(rt, worker, run_id)
+    runs = [run_id]
+    while (ended := (await rt.events(runs[-1]))[-1]).type == "workflow.continued":
+        runs.append(ended.data["continued_to"])
+    assert len(runs) == 3, runs
+    assert await rt.wait(runs[-1], timeout=5) == 0
+    assert [(await rt.events(run))[0].data.get("trace") for run in runs] == [stored] * 3
+    assert [s["name"] for s in _finished(spans)] == ["parley.start"]

@@ -40,6 +40,7 @@ FIELDS = (
     "tags",
     "origin",
     "log_format",
+    "trace",
 )
 
 
