@@ -13,7 +13,8 @@ in a ``parley`` process, :func:`configure`) turns it on. Then:
 - ``parley.step``: each step attempt, inside its execution;
 - ``parley.hook.wait``: each hook wait that ended (answered or expired), from the hook's
   creation to its end, recorded once by the execution that the end woke, when it went on
-  (not by one abandoned: the execution that runs the run again records it);
+  (not by one abandoned: the execution that runs the run again records it), or by the
+  execution that took the end as it ran (its suspension refused: :func:`took`);
 - ``parley.resume_hook``: an answer, in the caller's current trace (an HTTP request's);
 - a store outage inside an execution (``StoreUnavailable``) marks its step's and its
   execution's spans ERROR (those attempts did not do their work) with the exception and
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError, outage
+from .models import Event, EventType
 from .settings import Settings
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "executing",
     "record_span",
     "span",
+    "took",
     "traceparent",
 ]
 
@@ -131,24 +134,38 @@ def traceparent() -> str | None:
     return carrier.get("traceparent")
 
 
-# Whether the current span is inside a worker's execution: an outage there is not the
-# failure of what the span does, which runs again (see _described).
-_in_execution: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "parley_in_execution", default=False
+class _Execution:
+    """What tracing keeps of the worker's traced execution it is inside (:func:`executing`):
+    its ``parley.execution`` span (the first span opened inside it), the hook waits whose
+    spans it recorded, and the waits that ended as it ran (:func:`took`)."""
+
+    __slots__ = ("recorded", "span", "taken")
+
+    def __init__(self) -> None:
+        self.span: Any = None
+        self.recorded: set[str] = set()
+        # hook id -> (run id, its creation, its end (ms), answered | expired)
+        self.taken: dict[str, tuple[str, int, int, str]] = {}
+
+
+# The worker's execution that the current span is inside (None: none): an outage there is
+# not the failure of what the span does, which runs again (see _described).
+_execution: contextvars.ContextVar[_Execution | None] = contextvars.ContextVar(
+    "parley_execution", default=None
 )
 RUNS_AGAIN = "a store outage, not a failure: the execution is abandoned and runs again"
 
 
 @contextlib.contextmanager
 def executing(stored: str | None = None) -> Iterator[None]:
-    """Inside the block, spans are inside a worker's execution. ``stored``, the run's trace
-    context, is not read: the execution's replay index holds it (``ReplayIndex.trace``),
-    also with tracing off."""
-    inside = _in_execution.set(True)
+    """Inside the block, spans are inside a worker's execution (the first one opened is
+    its ``parley.execution``). ``stored``, the run's trace context, is not read: the
+    execution's replay index holds it (``ReplayIndex.trace``), also with tracing off."""
+    token = _execution.set(_Execution())
     try:
         yield
     finally:
-        _in_execution.reset(inside)
+        _execution.reset(token)
 
 
 def child_traceparent(stored: str | None) -> str | None:
@@ -170,6 +187,50 @@ def continued_traceparent(stored: str | None) -> str | None:
     if _tracer is None or stored:
         return stored
     return traceparent()
+
+
+_HOOK_ENDS: dict[str, str] = {
+    EventType.HOOK_RECEIVED: "answered",
+    EventType.HOOK_EXPIRED: "expired",
+}
+# The ends of an execution that recorded the hook waits that had ended before them.
+_WAITS_RECORDED = frozenset(
+    {EventType.STEP_SUSPENDED, EventType.WORKFLOW_SUSPENDED, EventType.WORKFLOW_BLOCKED}
+)
+
+
+def took(run_id: str, log: Sequence[Event]) -> None:
+    """The current execution took the hook waits that ended since its run last suspended
+    (or was blocked) as it ran, without suspending (its suspension refused): ``log`` is
+    the run's log as it is now. Their ``parley.hook.wait`` spans are its own, recorded
+    when it went on (its execution span ends without an error: an execution abandoned
+    records none, the one that runs the run again from the same suspension does), each
+    once (not those the worker recorded, the waits its claim read as ended)."""
+    execution = _execution.get()
+    if _tracer is None or execution is None:
+        return
+    last = max((i for i, e in enumerate(log) if e.type in _WAITS_RECORDED), default=-1)
+    created = {
+        e.data.get("hook_id"): e.timestamp_ms for e in log if e.type == EventType.HOOK_CREATED
+    }
+    for ended in log[last + 1 :]:
+        outcome = _HOOK_ENDS.get(ended.type)
+        hook_id = ended.data.get("hook_id")
+        if outcome is not None and isinstance(hook_id, str) and hook_id in created:
+            execution.taken[hook_id] = (run_id, created[hook_id], ended.timestamp_ms, outcome)
+
+
+def _record_taken(execution: _Execution) -> None:
+    """The spans of the waits the execution took as it ran (:func:`took`), children of
+    its current span, but those recorded already."""
+    for hook_id, (run_id, created_ms, ended_ms, outcome) in execution.taken.items():
+        if hook_id not in execution.recorded:
+            record_span(
+                "parley.hook.wait",
+                created_ms,
+                ended_ms,
+                {"parley.run_id": run_id, "parley.hook_id": hook_id, "parley.outcome": outcome},
+            )
 
 
 def _context(parent: str | None) -> Any:
@@ -213,6 +274,9 @@ def span(
         record_exception=False,
         set_status_on_exception=False,
     ) as current:
+        execution = _execution.get()
+        if execution is not None and execution.span is None:
+            execution.span = current  # (the worker's parley.execution)
         try:
             yield current
         except Exception as exc:
@@ -222,6 +286,8 @@ def span(
         except BaseException as exc:  # a suspension, an abort: how it ended, not an error
             current.set_attribute("parley.unwound", type(exc).__name__)
             raise
+        if execution is not None and execution.span is current:
+            _record_taken(execution)  # it went on: the waits it took as it ran
 
 
 def _described(exc: Exception) -> str:
@@ -229,7 +295,7 @@ def _described(exc: Exception) -> str:
     says that the run is not failed and that the execution runs again (a step that met
     one is not failed either: the engine abandons the execution, engine/steps.py)."""
     said = f"{type(exc).__name__}: {exc}"
-    if _in_execution.get() and outage(exc) is not None:
+    if _execution.get() is not None and outage(exc) is not None:
         return f"{said} ({RUNS_AGAIN})"
     return said
 
@@ -272,6 +338,10 @@ def record_span(
         name, start_time=start_ms * 1_000_000, attributes=dict(attributes or {})
     )
     recorded.end(end_time=max(start_ms, end_ms) * 1_000_000)
+    execution = _execution.get()
+    hook_id = (attributes or {}).get("parley.hook_id")
+    if execution is not None and isinstance(hook_id, str):
+        execution.recorded.add(hook_id)
 
 
 def _json_lines_exporter(path: str) -> Any:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from .. import _clock
+from .. import _clock, tracing
 from .._codec import dumps, loads
 from ..errors import (
     EventLimitExceeded,
@@ -290,6 +290,8 @@ class Execution(Endings):
                 if arrived is None:
                     return
                 self.index.add_all(arrived)
+                if tracing.enabled():  # the hook waits it takes now are its spans to record
+                    tracing.took(self.run_id, await self.store.events(self.run_id) or ())
                 again = True
             except (Abort, ReplayEnded):
                 raise

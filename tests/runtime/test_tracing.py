@@ -28,6 +28,7 @@ from runtime import (
     Worker,
     child,
     continue_as_new,
+    hook,
     step,
     step_hook,
     tracing,
@@ -447,6 +448,17 @@ async def traced_abandoned_wf(draft: str) -> str:
     return await traced_after_review(await traced_review(draft))
 
 
+async def _run_again_to_its_end(rt: Runtime, worker: Worker, run_id: str) -> None:
+    """The run's task, left pending by an execution that was abandoned, is reclaimed and
+    executed until the run completes."""
+    deadline = time.monotonic() + 10
+    while (await rt.get_run(run_id)).status is not RunStatus.COMPLETED:
+        assert time.monotonic() < deadline, "the run was not executed again"
+        await worker.reclaim()
+        await worker.drain()
+        await asyncio.sleep(0.05)
+
+
 async def _abandoned_once(backend_url: str) -> str:
     """A run of traced_abandoned_wf whose execution woken by its answer meets an outage
     (abandoned) and is run again to the end; returns its hook's id."""
@@ -460,12 +472,7 @@ async def _abandoned_once(backend_url: str) -> str:
             await rt.resume_hook(pending.token, "fine")
             await worker.drain()  # woken, abandoned: the task stays pending
             assert OUTAGES["left"] == 0
-            deadline = time.monotonic() + 10
-            while (await rt.get_run(run_id)).status is not RunStatus.COMPLETED:
-                assert time.monotonic() < deadline, "the run was not executed again"
-                await worker.reclaim()
-                await worker.drain()
-                await asyncio.sleep(0.05)
+            await _run_again_to_its_end(rt, worker, run_id)
         finally:
             OUTAGES["left"] = 0
         assert await rt.wait(run_id, timeout=5) == "DRAFT: FINE"
@@ -561,6 +568,55 @@ async def test_a_hook_wait_is_one_span_when_its_run_is_blocked_then_retried(
     ), waits
 
 
+ANSWERING: dict[str, Any] = {}  # the Runtime that answers a hook from its on_created
+
+
+async def _answer_at_once(token: str) -> None:
+    rt: Runtime = ANSWERING["rt"]
+    await rt.resume_hook(token, "at once")
+
+
+@step
+async def traced_answered_at_once() -> str:
+    answer: str = await step_hook("quick", on_created=_answer_at_once)
+    return answer
+
+
+@workflow(name="traced_answered_while_running_wf")
+async def traced_answered_while_running_wf() -> list[str]:
+    # a workflow's hook and a step's, each answered while the execution that asked runs
+    first: str = await hook("quick", on_created=_answer_at_once)
+    return [first, await traced_answered_at_once()]
+
+
+async def test_an_answer_taken_while_the_execution_runs_is_one_hook_wait_span(
+    rt: Runtime, worker: Worker, spans: InMemorySpanExporter
+) -> None:
+    """An answer that arrives while the execution that asked still runs is taken at once
+    (its suspension refused, the arrived events replayed): the wait is one
+    parley.hook.wait span, as for an answer that woke a suspended run, a child of the
+    execution that took it."""
+    ANSWERING["rt"] = rt
+    run_id = await rt.start(traced_answered_while_running_wf)
+    await worker.drain()  # one execution: both suspensions are refused
+    assert await rt.wait(run_id, timeout=5) == ["at once", "at once"]
+    types = [e.type for e in await rt.events(run_id)]
+    assert "step.suspended" not in types and "workflow.suspended" not in types, types
+    recorded = _finished(spans)
+    [execution] = _executions(recorded)
+    assert execution["attributes"]["parley.outcome"] == "completed"
+    waits = [s for s in recorded if s["name"] == "parley.hook.wait"]
+    hooks = sorted(h.hook_id for h in await rt.list_hooks(None, run_id=run_id))
+    assert len(hooks) == 2, hooks
+    assert sorted(s["attributes"]["parley.hook_id"] for s in waits) == hooks, waits
+    for wait in waits:
+        assert wait["parent_span_id"] == execution["span_id"]
+        assert wait["trace_id"] == execution["trace_id"]
+        assert wait["attributes"]["parley.outcome"] == "answered"
+        assert wait["attributes"]["parley.run_id"] == run_id
+        assert wait["end_ns"] >= wait["start_ns"]
+
+
 async def _run_untraced(rt: Runtime, worker: Worker, run_id: str) -> str:
     """The run's stored trace context (its start was traced), after a worker with tracing
     off executed it to its end."""
@@ -602,3 +658,65 @@ async def test_a_run_an_untraced_worker_continues_as_new_stays_in_its_trace(
     assert await rt.wait(runs[-1], timeout=5) == 0
     assert [(await rt.events(run))[0].data.get("trace") for run in runs] == [stored] * 3
     assert [s["name"] for s in _finished(spans)] == ["parley.start"]
+
+
+@workflow(name="traced_taken_then_abandoned_wf")
+async def traced_taken_then_abandoned_wf(suspend_first: bool) -> str:
+    first = await hook("first") if suspend_first else ""
+    taken: str = await hook("quick", on_created=_answer_at_once)
+    return await traced_after_review(first + taken)
+
+
+async def _taken_then_abandoned(
+    backend_url: str, spans: InMemorySpanExporter, suspend_first: bool
+) -> None:
+    """A run whose execution takes an answer as it runs (its suspension refused) and is
+    then abandoned (a store outage in the next step), then runs again to its end: each of
+    its hook waits is one parley.hook.wait span, recorded by the execution that went on."""
+    async with Runtime(backend_url, partitions=2, lease_seconds=0.3) as rt:
+        ANSWERING["rt"] = rt
+        run_id = await rt.start(traced_taken_then_abandoned_wf, suspend_first)
+        worker = Worker(rt, visibility_timeout=0)
+        if suspend_first:
+            await worker.drain()
+            [first] = await rt.list_hooks(run_id=run_id)
+            await rt.resume_hook(first.token, "first, ")
+        OUTAGES["left"] = 1
+        try:
+            await worker.drain()  # takes the answer, then abandoned: the task stays pending
+            assert OUTAGES["left"] == 0
+            await _run_again_to_its_end(rt, worker, run_id)
+        finally:
+            OUTAGES["left"] = 0
+        expected = "FIRST, AT ONCE" if suspend_first else "AT ONCE"
+        assert await rt.wait(run_id, timeout=5) == expected
+        hooks = sorted(h.hook_id for h in await rt.list_hooks(None, run_id=run_id))
+    recorded = _finished(spans)
+    executions = _executions(recorded)
+    outcomes = [e["attributes"]["parley.outcome"] for e in executions]
+    assert outcomes[-2:] == ["abandoned", "completed"], outcomes
+    waits = [s for s in recorded if s["name"] == "parley.hook.wait"]
+    assert sorted(s["attributes"]["parley.hook_id"] for s in waits) == hooks, waits
+    assert {s["parent_span_id"] for s in waits} == {executions[-1]["span_id"]}
+
+
+async def test_an_answer_taken_as_it_ran_by_an_abandoned_execution_is_one_span(
+    backend_url: str, spans: InMemorySpanExporter
+) -> None:
+    """The run had suspended before (on "first"): the abandoned execution that took
+    "quick"'s answer records no span of it, the execution that runs the run again does
+    (the answer is past the run's last suspension in the log it claims), once."""
+    await _taken_then_abandoned(backend_url, spans, suspend_first=True)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the worker (runtime/worker/consumer.py, _traced) records only the waits that "
+    "ended after the run's last suspension, none for a run that never suspended "
+    "(max(..., default=len(events))): not changed here",
+)
+async def test_an_answer_taken_before_a_first_suspension_by_an_abandoned_execution(
+    backend_url: str, spans: InMemorySpanExporter
+) -> None:
+    """The same for a run that never suspended: its wait has no span at all."""
+    await _taken_then_abandoned(backend_url, spans, suspend_first=False)
