@@ -3,8 +3,9 @@
 // the server refuses a new one while the session's run is going). A refusal the visitor
 // can do nothing about shows the reason and a Retry button (one too long to send puts its
 // text back into the message box instead, to shorten); "busy" and "rate limited" are
-// retried by themselves. Answers to prompts go the same way, at once. A message in flight
-// when the socket drops is queued again and re-sent once it is back. What is not confirmed
+// retried by themselves (rate limited: not before the server's retry_after). Answers to
+// prompts go the same way, at once. A message in flight when the socket drops is queued
+// again and re-sent once it is back. What is not confirmed
 // yet is also kept in the browser's storage (UnsentStore), so a reload sends it too, and
 // it goes along into a new conversation (this tab's or another tab's "New conversation"),
 // except a message the conversation left may have started (sent on its socket, its ack not
@@ -17,6 +18,8 @@ import { reason } from "./i18n.js";
 import { VisitorBubble } from "./messages.js";
 
 const BUSY_RETRY_MS = 2000;
+// A message refused for rate waits the server's retry_after, at most this long.
+const MAX_RATE_WAIT_MS = 60_000;
 // A message being settled in the conversation left, refused there as busy this many times,
 // is not being started there (no start of it holds the session any more): it goes along.
 const SETTLE_BUSY_TRIES = 3;
@@ -100,8 +103,15 @@ export const sending = {
       item.state = "queued"; // sent again by itself once the agent is free
       // busy: the agent answers another tab's message (this tab may not know it yet)
       item.busy = frame.error === "busy";
+      let wait = BUSY_RETRY_MS;
+      if (frame.error === "rate_limited" && Number.isFinite(frame.retry_after)) {
+        // not again before the server takes it (each refusal counts toward the server's
+        // close of a socket whose frames it keeps refusing)
+        wait = Math.min(MAX_RATE_WAIT_MS, Math.max(wait, frame.retry_after * 1000));
+        item.notBefore = Date.now() + wait;
+      }
       this.noteQueued(sent.clientId);
-      setTimeout(() => this.flush(), BUSY_RETRY_MS);
+      setTimeout(() => this.flush(), wait);
       return;
     }
     this.fail(sent.clientId, frame.error);
@@ -129,6 +139,8 @@ export const sending = {
       return;
     }
     const item = this.visitors.get(clientId);
+    if (item.notBefore > Date.now()) return; // refused for rate: its timer sends it
+    delete item.notBefore;
     const frame = { type: "message", text: item.text, client_id: clientId };
     if (this.agent) frame.agent = this.agent;
     if (this.conn.tooLarge(frame)) {
