@@ -162,6 +162,9 @@ async def _hook(ctx: ServerContext, token: str) -> HookInfo | None:
 
 
 def _page(title: str, body: str, status: int, *, script: bool = False) -> HTMLResponse:
+    """A page in English; its script (``widget/answer-page.js``) puts it in the visitor's
+    language (``widget/i18n.js``, ``ANSWER_PAGE``: by each refusal's reason and each
+    answer error's code, so a new one here wants its words there)."""
     scripts = '<script type="module" src="/widget/answer-page.js"></script>' if script else ""
     return HTMLResponse(
         f"""<!doctype html>
@@ -195,7 +198,7 @@ def refusal_page(reason: str) -> HTMLResponse:
         f'<p class="parley-msg parley-system" role="alert" data-reason="{html.escape(reason)}">'
         f"{html.escape(text)}</p>"
     )
-    return _page(title, body, status)
+    return _page(title, body, status, script=True)  # the script says it in the visitor's language
 
 
 def _state_reason(hook: HookInfo | None) -> str | None:

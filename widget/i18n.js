@@ -138,6 +138,79 @@ export const STRINGS = {
   },
 };
 
+// The answer page of a signed link (/a/<link>, answer-page.js): its own strings, on top of
+// the widget's (its form is the widget's, with the widget's words). What the server writes
+// on it (server/links.py: why a link cannot be used, REFUSALS, and why an answer was not
+// recorded, ANSWER_ERRORS) is English there and shown as it is; here are its other
+// languages, by the server's reason or error code.
+export const ANSWER_PAGE = {
+  en: {
+    pageTitle: "A question for you",
+    pageThanks: "Thank you — your answer was recorded.",
+    pageUnreachable: "The server could not be reached; try again.",
+    pageNotRecorded: "Your answer was not recorded. Send it again in a moment.",
+    pageAnswerBefore: "Please answer before {date}.",
+  },
+  fr: {
+    pageTitle: "Une question pour vous",
+    pageThanks: "Merci — votre réponse a été enregistrée.",
+    pageUnreachable: "Le serveur est injoignable ; réessayez.",
+    pageNotRecorded: "Votre réponse n’a pas été enregistrée. Renvoyez-la dans un instant.",
+    pageAnswerBefore: "Merci de répondre avant le {date}.",
+    title_not_configured: "Les liens de réponse sont désactivés",
+    refusal_not_configured:
+      "Ce serveur n’accepte pas de réponses par lien. " +
+      "Demandez à la personne qui vous a envoyé le lien comment répondre autrement.",
+    title_malformed: "Ce lien n’est pas valide",
+    refusal_malformed:
+      "Ce lien n’est pas valide : il a peut-être été copié en partie seulement. " +
+      "Copiez le lien entier depuis le message reçu, ou demandez un nouveau lien.",
+    title_bad_signature: "Ce lien n’est pas valide",
+    refusal_bad_signature:
+      "Ce lien n’est pas valide : il a été modifié ou mal recopié. " +
+      "Rien n’a été changé. Copiez à nouveau le lien entier, ou demandez un nouveau lien.",
+    title_unknown_key: "Ce lien n’est plus valide",
+    refusal_unknown_key:
+      "Ce lien n’est plus valide : il a été créé avec une clé que ce serveur n’accepte " +
+      "plus. Rien n’a été changé. Demandez un nouveau lien.",
+    title_expired: "Cette question a expiré",
+    refusal_expired:
+      "Cette question a expiré : le délai pour y répondre est passé. " +
+      "Si elle compte encore, demandez à la personne qui l’a envoyée de la poser à nouveau.",
+    title_received: "Déjà répondu",
+    refusal_received:
+      "Cette question a déjà reçu une réponse, et elle n’en prend qu’une. Rien de plus n’est nécessaire.",
+    title_cancelled: "Cette question a été retirée",
+    refusal_cancelled:
+      "Cette question a été retirée : sa conversation a été annulée. Rien de plus n’est nécessaire.",
+    title_closed: "Cette question a été retirée",
+    refusal_closed:
+      "Cette question a été retirée : la conversation a continué sans elle, elle ne prend " +
+      "donc plus de réponse. Rien de plus n’est nécessaire.",
+    title_finished: "Cette conversation est terminée",
+    refusal_finished:
+      "Cette conversation est terminée : la question ne prend donc plus de réponse. " +
+      "Rien de plus n’est nécessaire.",
+    title_not_found: "Question introuvable",
+    refusal_not_found:
+      "Cette question n’existe plus : on ne peut donc pas y répondre. Rien de plus n’est nécessaire.",
+    answer_invalid_payload:
+      "Cette réponse ne correspond pas à la question : elle n’a pas été enregistrée. " +
+      "Vérifiez ce que vous avez saisi et renvoyez-la.",
+    answer_payload_too_large:
+      "Cette réponse est trop longue : elle n’a pas été enregistrée. Raccourcissez-la et renvoyez-la.",
+    answer_request_too_large:
+      "Cette réponse est trop longue : elle n’a pas été enregistrée. Raccourcissez-la et renvoyez-la.",
+    answer_store_unavailable:
+      "Votre réponse n’a peut-être pas été enregistrée : le service est brièvement " +
+      "indisponible. Patientez un instant et renvoyez-la.",
+    answer_fallback:
+      "Votre réponse n’a pas pu être enregistrée. Renvoyez-la dans un instant ; si elle ne " +
+      "passe toujours pas, demandez à la personne qui vous a envoyé le lien comment répondre " +
+      "autrement.",
+  },
+};
+
 /** The language to use: the requested one if shipped, else its base ("fr-CA" → "fr"). */
 export function pickLanguage(...candidates) {
   for (const candidate of candidates) {
