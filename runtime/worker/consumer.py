@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -37,7 +38,9 @@ class TaskConsumer:
     ``concurrency`` run at once, the rest wait in a backlog in arrival order. A task for a
     run this worker is executing already is deferred until that execution ends (e.g. an
     answer enqueued it just as its suspension committed), rather than left pending until
-    the visibility timeout.
+    the visibility timeout; a run's deferred tasks start one after the other. A run is
+    this worker's from the moment a task of it is started, not only once its claim
+    returned: one run never has two claims or executions under way here at once.
     """
 
     def __init__(
@@ -82,6 +85,9 @@ class TaskConsumer:
         self._running: dict[str, Execution] = {}
         self._execution_tasks: dict[str, asyncio.Task[Any] | None] = {}
         self._deferred: dict[str, list[Task]] = {}
+        # Runs with a task started here (claiming, executing, or about to take the run
+        # back): how many such tasks, so that one started from inside another keeps it.
+        self._started: collections.Counter[str] = collections.Counter()
         self.tasks: set[asyncio.Task[None]] = set()
         # Tasks delivered beyond `concurrency` (one read may deliver up to `count` per
         # partition): run as slots free up, in order.
@@ -151,7 +157,7 @@ class TaskConsumer:
                 if not self.draining:
                     self._spawn_hand_back(task)
                 continue
-            if task.run_id in self._running:
+            if task.run_id in self._started:
                 self._deferred.setdefault(task.run_id, []).append(task)
                 continue
             self._admit(task)
@@ -173,19 +179,37 @@ class TaskConsumer:
     def _admit_backlog(self) -> None:
         while self._backlog and len(self.tasks) < self.concurrency and not self.stopping:
             task = self._backlog.popleft()
-            if task.run_id in self._running:
+            if task.run_id in self._started:
                 self._deferred.setdefault(task.run_id, []).append(task)
             else:
                 self._spawn(task)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, run_id: str, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
+        self._started[run_id] -= 1
+        if self._started[run_id] <= 0:
+            del self._started[run_id]
+            # The run's next task (before the backlog: it came first), and only one: two
+            # started together both claimed the run and executed it at once.
+            deferred = self._deferred.pop(run_id, [])
+            if deferred[1:]:
+                self._deferred[run_id] = deferred[1:]
+            if deferred:
+                self._admit(deferred[0])
         self._admit_backlog()
 
     def _spawn(self, task: Task, delay: float = 0.0) -> None:
+        # Race closed: two executions of one run in this worker at once. A worker may take
+        # its own run's lease back (lua/claim.lua), so two tasks of a run started here
+        # together both won their claims and executed the run (a model turn streamed
+        # twice), and the first's end took the second off the heartbeats, reclaimed again:
+        # tasks deferred behind an execution admitted all at once, or a task dispatched
+        # while the run's claim was under way (not yet _running: a reclaim of a killed
+        # worker's tasks, two of one run; a claim slower than the visibility timeout).
+        self._started[task.run_id] += 1
         handle = asyncio.create_task(self.execute(task, delay))
         self.tasks.add(handle)
-        handle.add_done_callback(self._task_done)
+        handle.add_done_callback(functools.partial(self._task_done, task.run_id))
 
     def _spawn_hand_back(self, task: Task) -> None:
         handle = asyncio.create_task(self._hand_back(task))
@@ -334,8 +358,6 @@ class TaskConsumer:
             finally:
                 self._running.pop(run_id, None)
                 self._execution_tasks.pop(run_id, None)
-                for deferred in self._deferred.pop(run_id, []):
-                    self._admit(deferred)
             entry = execution.remembered()
             if entry is not None:
                 self.replay_cache.keep(run_id, entry)

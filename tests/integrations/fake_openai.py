@@ -4,8 +4,9 @@ assistant's (``order_script``, the ``/langchain`` demo) or the support agent's
 (``support_script``, the ``/`` demo): the demos' ``PARLEY_DEMO_MODEL`` path is tested
 against it (no hosted model is reachable).
 
-It records every request, and streams its final answer slowly, chunk by chunk, so that a
-test can kill a worker in the middle of it (``final_started`` is set after a few chunks).
+It records every request and who sent it, and streams its final answer slowly, chunk by
+chunk, so that a test can kill a worker in the middle of it (``final_started`` is set after
+a few chunks).
 """
 
 from __future__ import annotations
@@ -90,10 +91,16 @@ class FakeOpenAI:
         self.chunk_delay = chunk_delay
         self.script = script
         self.requests: list[dict[str, Any]] = []
+        # Who sent each request: the name in the URL it was given (``url_for``), or None.
+        self.senders: list[str | None] = []
         self.final_started = threading.Event()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        app = Starlette(routes=[Route("/v1/chat/completions", self.complete, methods=["POST"])])
+        routes = [
+            Route("/v1/chat/completions", self.complete, methods=["POST"]),
+            Route("/{sender}/v1/chat/completions", self.complete, methods=["POST"]),
+        ]
+        app = Starlette(routes=routes)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -103,12 +110,18 @@ class FakeOpenAI:
             assert time.monotonic() < deadline, "the fake endpoint did not start"
             time.sleep(0.02)
 
+    def url_for(self, sender: str) -> str:
+        """A base URL of this endpoint that names ``sender`` in ``senders``: give each
+        process its own, and the requests say which one asked."""
+        return f"http://127.0.0.1:{self.port}/{sender}/v1"
+
     def close(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
 
     async def complete(self, request: Request) -> StreamingResponse:
         body = orjson.loads(await request.body())
+        self.senders.append(request.path_params.get("sender"))
         self.requests.append(body)
         plan = self.script(body["messages"])
         return StreamingResponse(self._stream(plan), media_type="text/event-stream")

@@ -3,24 +3,29 @@
 ``init_chat_model``) served by a local OpenAI-compatible streaming endpoint: the same
 tools, the same durable ``ask_visitor``, streamed text; a worker SIGKILLed in the middle of
 the final answer is replaced and the run completes, its earlier turns not run again and
-the visitor asked once."""
+the visitor asked once. Each worker has its own URL of the endpoint, so that each request
+says which worker sent it."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest.importorskip("langchain")
 pytest.importorskip("langchain_openai")
 
-from examples import trace
+from examples import langchain_agent, trace
 from examples.support_agent import hook_name
-from runtime import Runtime
+from runtime import HookInfo, RunStatus, Runtime, Worker
 from runtime.ids import NAME_RE
+from runtime.settings import TASKS_GROUP
+from tests.helpers import running
 from tests.processes import PARTITIONS, WorkerProcess
+from tests.raw_redis import raw
 
 from .fake_openai import (
     FINAL_CHUNKS,
@@ -52,44 +57,74 @@ async def outbox(rt: Runtime, session: str) -> list[dict[str, object]]:
     return [m for _, m in await rt.read_outbox(session, "0-0", count=10_000)]
 
 
+def model_env(endpoint: FakeOpenAI, sender: str) -> dict[str, str]:
+    """The demos on the fake model, their requests named ``sender``."""
+    return {
+        "PARLEY_DEMO_MODEL": "openai:fake-model",
+        "PARLEY_DEMO_MODEL_BASE_URL": endpoint.url_for(sender),
+        "PARLEY_DEMO_MODEL_API_KEY": "not-a-real-key",
+    }
+
+
+def worker(redis_url: str, app: str, endpoint: FakeOpenAI, sender: str) -> WorkerProcess:
+    return WorkerProcess(redis_url, app, lease=1.0, extra_env=model_env(endpoint, sender))
+
+
+async def pending_hook(rt: Runtime, run_id: str) -> HookInfo:
+    for _ in range(400):
+        hooks = await rt.list_hooks("pending", run_id=run_id)
+        if hooks:
+            break
+        await asyncio.sleep(0.05)
+    [hook] = hooks
+    return hook
+
+
+def stop(workers: list[WorkerProcess]) -> list[str]:
+    """Stop the workers; returns their logs (deleted as they stop)."""
+    logs = [process.log() for process in workers]
+    for process in workers:
+        process.stop()
+    return logs
+
+
+def asked_once_more_after_the_kill(endpoint: FakeOpenAI, logs: list[str]) -> None:
+    """Who asked the model what: the killed worker each turn once, the worker that replaced
+    it once, for the interrupted turn (its step re-executed from its checkpoint), the
+    earlier turns not again. A second request of the second worker would be a second
+    execution of the run: its log (in the message) says why (a reclaim, a lease lost, an
+    outage)."""
+    asked = [
+        (request["messages"][-1]["role"], sender)
+        for request, sender in zip(endpoint.requests, endpoint.senders, strict=True)
+    ]
+    expected = [("user", "killed"), ("tool", "killed"), ("tool", "killed"), ("tool", "next")]
+    said = [line for log in logs for line in log.splitlines() if " INFO " not in line]
+    assert asked == expected, "\n".join([f"(role, worker) asked: {asked}", *said])
+
+
 async def test_the_demo_on_a_configured_model_survives_a_sigkill_mid_stream(
     redis_url: str, prt: Runtime, endpoint: FakeOpenAI, demo_trace: Path
 ) -> None:
-    env = {
-        "PARLEY_DEMO_MODEL": "openai:fake-model",
-        "PARLEY_DEMO_MODEL_BASE_URL": endpoint.base_url,
-        "PARLEY_DEMO_MODEL_API_KEY": "not-a-real-key",
-    }
-    workers = [WorkerProcess(redis_url, APP, lease=1.0, extra_env=env)]
+    workers = [worker(redis_url, APP, endpoint, "killed")]
     try:
         session = prt.new_session_id()
         await prt.store.create_session(session, 3600)
         run_id = await prt.start("langchain_agent", "where is my order 1234?", session=session)
-        for _ in range(400):
-            hooks = await prt.list_hooks("pending", run_id=run_id)
-            if hooks:
-                break
-            await asyncio.sleep(0.05)
-        [hook] = hooks
+        hook = await pending_hook(prt, run_id)
         assert hook.schema is not None and hook.schema["enum"] == ["refund", "reship"]
         await prt.resume_hook(hook.token, "refund")
         await asyncio.to_thread(endpoint.final_started.wait, 20)
         workers[0].kill()  # SIGKILL while the model streams the final answer
-        workers.append(WorkerProcess(redis_url, APP, lease=1.0, extra_env=env))
+        workers.append(worker(redis_url, APP, endpoint, "next"))
         result = await prt.wait(run_id, timeout=60)
     finally:
-        for worker in workers:
-            worker.stop()
+        logs = stop(workers)
     assert result["reply"] == final_text("refund")
     # the side-effecting tool and the prompt ran once; only the interrupted turn re-ran
     counts = trace.counts(demo_trace, run_id)
     assert counts["lookup_order"] == 1 and counts["on_created"] == 1
-    assert [m["messages"][-1]["role"] for m in endpoint.requests] == [
-        "user",
-        "tool",
-        "tool",
-        "tool",
-    ]
+    asked_once_more_after_the_kill(endpoint, logs)
     messages = await outbox(prt, session)
     assert sum(m["type"] == "prompt" for m in messages) == 1
     chunks = [m for m in messages if m["type"] == "text" and m["seq"] == 0]
@@ -101,42 +136,27 @@ async def test_the_demo_on_a_configured_model_survives_a_sigkill_mid_stream(
     assert len(final) > FINAL_CHUNKS  # a partial stream and a whole one
 
 
-def model_env(endpoint: FakeOpenAI) -> dict[str, str]:
-    return {
-        "PARLEY_DEMO_MODEL": "openai:fake-model",
-        "PARLEY_DEMO_MODEL_BASE_URL": endpoint.base_url,
-        "PARLEY_DEMO_MODEL_API_KEY": "not-a-real-key",
-    }
-
-
 async def test_the_support_demo_on_a_configured_model_survives_a_sigkill_mid_stream(
     redis_url: str, prt: Runtime, demo_trace: Path
 ) -> None:
     endpoint = FakeOpenAI(script=support_script)
-    env = model_env(endpoint)
     app = "examples.support_agent"
-    workers = [WorkerProcess(redis_url, app, lease=1.0, extra_env=env)]
+    workers = [worker(redis_url, app, endpoint, "killed")]
     try:
         session = prt.new_session_id()
         await prt.store.create_session(session, 3600)
         run_id = await prt.start("support_agent", "my worker crashed", session=session)
-        for _ in range(400):
-            hooks = await prt.list_hooks("pending", run_id=run_id)
-            if hooks:
-                break
-            await asyncio.sleep(0.05)
-        [hook] = hooks
+        hook = await pending_hook(prt, run_id)
         # the model's own tool call, through the durable ask_visitor path
         assert hook.schema is not None and hook.schema["enum"] == PRODUCTS
         assert ".ask_visitor-call_ask." in hook.token
         await prt.resume_hook(hook.token, "Parley Cloud")
         await asyncio.to_thread(endpoint.final_started.wait, 20)
         workers[0].kill()  # SIGKILL while the model streams the final answer
-        workers.append(WorkerProcess(redis_url, app, lease=1.0, extra_env=env))
+        workers.append(worker(redis_url, app, endpoint, "next"))
         result = await prt.wait(run_id, timeout=60)
     finally:
-        for worker in workers:
-            worker.stop()
+        logs = stop(workers)
         endpoint.close()
     assert result["reply"] == support_final_text("Parley Cloud")
     assert {"role": "user", "content": "Parley Cloud"} in result["memory"]
@@ -147,12 +167,7 @@ async def test_the_support_demo_on_a_configured_model_survives_a_sigkill_mid_str
         "turn:2": 2,
         "on_created": 1,
     }
-    assert [m["messages"][-1]["role"] for m in endpoint.requests] == [
-        "user",
-        "tool",
-        "tool",
-        "tool",
-    ]
+    asked_once_more_after_the_kill(endpoint, logs)
     # the knowledge base was searched once: its one result is in every later transcript
     for request in endpoint.requests[1:]:
         results = [m for m in request["messages"] if m.get("tool_call_id") == "call_search"]
@@ -173,3 +188,77 @@ def test_a_tool_call_id_a_hook_name_cannot_hold_names_the_hook_by_a_digest() -> 
     for odd in ("toolu:01/ÄB", "x" * 80):
         assert NAME_RE.fullmatch(hook_name(odd)) and hook_name(odd) == hook_name(odd)
     assert hook_name("a:b") != hook_name("a/b")
+
+
+async def add_tasks(rt: Runtime, run_id: str, n: int, consumer: str | None = None) -> None:
+    """``n`` more tasks of the run (as a task is delivered again: a reclaim, a resume),
+    read by ``consumer`` if one is given."""
+    store = raw(rt)
+    tasks = store.run_keys(run_id).tasks
+    for _ in range(n):
+        await store.client.xadd(tasks, {"r": run_id, "w": "langchain_agent"})
+    if consumer is not None:
+        await store.client.xreadgroup(TASKS_GROUP, consumer, {tasks: ">"})
+
+
+@pytest.mark.parametrize(
+    "again", ["deferred_behind_its_execution", "in_its_reclaim_batch", "while_claimed_slowly"]
+)
+async def test_a_run_given_to_a_worker_twice_at_once_is_executed_once_at_a_time(
+    again: str,
+    redis_url: str,
+    endpoint: FakeOpenAI,
+    demo_trace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker never claims or executes one run twice at once: a task of a run it is
+    claiming or executing is deferred, and a run's deferred tasks start one by one. Both
+    claims won before (a worker may take its own run's lease back), two executions streamed
+    the same turn, and the first's end took the second off the heartbeats: reclaimed, it
+    ran once more, and so on. Seen under load, SIGKILL test above: a worker's reclaim gave
+    it back the task it executed while an import blocked its loop (deferred); an answer
+    enqueued another just as the run suspended (deferred too): the two started together.
+    Or a killed worker held both and a reclaim delivered them together; or a claim
+    outlasted the visibility timeout, and the worker's reclaim handed its task again."""
+    for name, value in model_env(endpoint, "worker").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(langchain_agent, "_agents", {})  # an agent on this endpoint
+    async with Runtime(redis_url, partitions=PARTITIONS, lease_seconds=1.0) as rt:
+        claim = rt.store.claim
+        claimed: list[str] = []
+        answered = asyncio.Event()
+
+        async def claim_as_seen(task: Any, *args: Any, **kwargs: Any) -> Any:
+            first = not claimed
+            if task.message_id not in claimed:
+                claimed.append(task.message_id)
+                if again == "while_claimed_slowly":  # its first claim, of each task
+                    await asyncio.sleep(2.0)  # the visibility timeout (1 s), a reclaim pass
+            if again == "deferred_behind_its_execution":
+                if first:  # two more tasks, read while the run's first execution runs
+                    got = await claim(task, *args, **kwargs)
+                    await add_tasks(rt, run_id, 2)
+                    await asyncio.sleep(0.5)  # read (the worker blocks 50 ms at most)
+                    return got
+                await answered.wait()  # they claim the run once it was woken
+            return await claim(task, *args, **kwargs)
+
+        monkeypatch.setattr(rt.store, "claim", claim_as_seen)
+        session = rt.new_session_id()
+        await rt.store.create_session(session, 3600)
+        run_id = await rt.start("langchain_agent", "where is my order 1234?", session=session)
+        if again == "in_its_reclaim_batch":
+            await add_tasks(rt, run_id, 1, consumer="killed")  # both tasks
+        async with running(Worker(rt, APP, block_seconds=0.05, timer_tick=0.05)):
+            hook = await pending_hook(rt, run_id)
+            while (await rt.get_run(run_id)).status is not RunStatus.SUSPENDED:
+                await asyncio.sleep(0.01)
+            await rt.resume_hook(hook.token, "refund")
+            answered.set()
+            result = await rt.wait(run_id, timeout=60)
+        messages = await outbox(rt, session)
+    assert result["reply"] == final_text("refund")
+    assert [m["messages"][-1]["role"] for m in endpoint.requests] == ["user", "tool", "tool"]
+    assert trace.counts(demo_trace, run_id) == {"lookup_order": 1, "on_created": 1}
+    starts = [m["message_id"] for m in messages if m["type"] == "text" and m["seq"] == 0]
+    assert len(starts) == len(set(starts)) == 2  # each turn's text streamed once
