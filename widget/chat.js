@@ -49,9 +49,19 @@ export class ChatWidget extends EventTarget {
     this.reset();
     this.bindView();
     this.store.watch((session) => this.followOtherTab(session));
-    window.addEventListener("online", () => this.conn && this.conn.retryNow());
-    window.addEventListener("offline", () => this.refresh());
-    document.addEventListener("visibilitychange", () => this.markSeen());
+    // back online, or the page shown again (a laptop woken up): is the socket still alive?
+    window.addEventListener("online", () => {
+      if (this.connection) this.setConnection(this.connection);
+      if (this.conn) this.conn.retryNow();
+    });
+    window.addEventListener("offline", () => {
+      if (this.connection) this.setConnection(this.connection);
+      if (this.conn) this.conn.probe();
+    });
+    document.addEventListener("visibilitychange", () => {
+      this.markSeen();
+      if (document.visibilityState === "visible" && this.conn) this.conn.probe();
+    });
     this.session = this.store.session;
     if (this.session) this.connect();
     else if (this.isOpen) this.createSession();
@@ -231,11 +241,13 @@ export class ChatWidget extends EventTarget {
   }
 
   setConnection(state) {
+    // a reconnecting attempt is still "lost" to the visitor until the server answers
+    if (state === "connecting" && this.connection === "lost") state = "lost";
     this.connection = state;
     this.view.panel.dataset.connection = state;
     const text = {
       connecting: this.t("connecting"),
-      open: this.t("connected"),
+      open: navigator.onLine === false ? this.t("offline") : this.t("connected"),
       lost: navigator.onLine === false ? this.t("offline") : this.t("lost"),
       closed: "",
     }[state];

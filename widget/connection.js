@@ -2,9 +2,19 @@
 // message id it saw, so a page never gets a message twice. The server names a refusal in
 // an error frame before it closes the socket: an unknown (expired) session and a page of
 // an origin it does not allow end the reconnecting; everything else is retried.
+//
+// A socket can also die silently (the laptop slept, the phone changed networks: no close,
+// no error, its bytes go nowhere for minutes). The server answers every frame (an ack, an
+// error or a pong), so whatever is sent must be followed by some frame within
+// ANSWER_WITHIN_MS, else the socket is dropped and a new one made (what was sent unacked is
+// sent again with its client id: started once). An idle socket is pinged every
+// IDLE_PING_MS, and at once when the browser says it is back online or the page is shown
+// again (probe()).
 
 const MIN_DELAY_MS = 500;
 const MAX_DELAY_MS = 10000;
+const ANSWER_WITHIN_MS = 8000;
+const IDLE_PING_MS = 25000;
 
 export function compareIds(a, b) {
   const [am, as] = a.split("-").map(Number);
@@ -31,6 +41,8 @@ export class Connection {
     this.refusal = null;
     this.timer = null;
     this.limits = null; // what the server said of itself in its first frame
+    this.deadline = null; // a frame was sent: some frame must come before this fires
+    this.idle = null;
   }
 
   get open() {
@@ -51,11 +63,17 @@ export class Connection {
       return;
     }
     this.ws = ws;
-    ws.onmessage = (event) => this.receive(event.data);
+    // its first frame (ready) is due too: a handshake into a dead line never ends
+    this.quiet();
+    this.expectAnswer();
+    ws.onmessage = (event) => {
+      if (this.ws === ws) this.receive(event.data);
+    };
     ws.onclose = () => {
       if (this.ws !== ws) return;
       this.ws = null;
       this.limits = null;
+      this.quiet();
       if (this.refusal) {
         this.stopped = true;
         this.opts.onRefused(this.refusal);
@@ -66,6 +84,7 @@ export class Connection {
   }
 
   receive(data) {
+    this.heard();
     let frame;
     try {
       frame = JSON.parse(data);
@@ -100,11 +119,60 @@ export class Connection {
     }, jitter);
   }
 
-  /** Reconnect now (the browser says it is back online). */
+  /** Reconnect now (the browser says it is back online); an open socket is probed. */
   retryNow() {
-    if (this.stopped || this.ws) return;
+    if (this.stopped) return;
+    if (this.ws) {
+      this.probe();
+      return;
+    }
     clearTimeout(this.timer);
     this.start();
+  }
+
+  /** Ask the server for a frame: none within ANSWER_WITHIN_MS, and the socket is dropped. */
+  probe() {
+    if (this.open) this.send({ type: "ping" });
+  }
+
+  // A frame came: the socket lives; the next ping is due after IDLE_PING_MS of silence.
+  heard() {
+    clearTimeout(this.deadline);
+    this.deadline = null;
+    clearTimeout(this.idle);
+    this.idle = setTimeout(() => this.probe(), IDLE_PING_MS);
+  }
+
+  // A frame went: an answer is due (the first unanswered frame sets the deadline).
+  expectAnswer() {
+    if (this.deadline !== null) return;
+    const ws = this.ws;
+    this.deadline = setTimeout(() => this.dead(ws), ANSWER_WITHIN_MS);
+  }
+
+  quiet() {
+    clearTimeout(this.deadline);
+    clearTimeout(this.idle);
+    this.deadline = null;
+    this.idle = null;
+  }
+
+  // No frame came after one was sent: the socket is dead though the browser does not say
+  // so (its close would wait on the dead line too). Forget it and make another.
+  dead(ws) {
+    this.deadline = null;
+    if (this.ws !== ws || this.stopped) return;
+    this.ws = null;
+    this.limits = null;
+    this.quiet();
+    ws.onmessage = null;
+    ws.onclose = null;
+    try {
+      ws.close();
+    } catch {
+      // already closing
+    }
+    this.scheduleReconnect();
   }
 
   /** The frame as send() writes it: its ref first, so a server that refuses it unread
@@ -127,12 +195,14 @@ export class Connection {
     if (!this.open || this.tooLarge(frame)) return null;
     const ref = `r${++this.refs}`;
     this.ws.send(this.encode(frame, ref));
+    this.expectAnswer();
     return ref;
   }
 
   stop() {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.quiet();
     if (this.ws) {
       const ws = this.ws;
       this.ws = null;
