@@ -136,14 +136,13 @@ def traceparent() -> str | None:
 
 class _Execution:
     """What tracing keeps of the worker's traced execution it is inside (:func:`executing`):
-    its ``parley.execution`` span (the first span opened inside it), the hook waits whose
-    spans it recorded, and the waits that ended as it ran (:func:`took`)."""
+    its ``parley.execution`` span (the first span opened inside it) and the hook waits it
+    took (:func:`took`), one span each."""
 
-    __slots__ = ("recorded", "span", "taken")
+    __slots__ = ("span", "taken")
 
     def __init__(self) -> None:
         self.span: Any = None
-        self.recorded: set[str] = set()
         # hook id -> (run id, its creation, its end (ms), answered | expired)
         self.taken: dict[str, tuple[str, int, int, str]] = {}
 
@@ -200,12 +199,12 @@ _WAITS_RECORDED = frozenset(
 
 
 def took(run_id: str, log: Sequence[Event]) -> None:
-    """The current execution took the hook waits that ended since its run last suspended
-    (or was blocked) as it ran, without suspending (its suspension refused): ``log`` is
-    the run's log as it is now. Their ``parley.hook.wait`` spans are its own, recorded
-    when it went on (its execution span ends without an error: an execution abandoned
-    records none, the one that runs the run again from the same suspension does), each
-    once (not those the worker recorded, the waits its claim read as ended)."""
+    """The current execution takes the hook waits that ended since its run last suspended
+    (or was blocked): those its claim read (``log``, the claimed log), and those that came
+    as it ran, its suspension refused (``log``, the run's log as it is then). Their
+    ``parley.hook.wait`` spans are its own, recorded when it went on (its execution span
+    ends without an error: an execution abandoned records none, the one that runs the run
+    again from the same suspension does), each once."""
     execution = _execution.get()
     if _tracer is None or execution is None:
         return
@@ -221,16 +220,15 @@ def took(run_id: str, log: Sequence[Event]) -> None:
 
 
 def _record_taken(execution: _Execution) -> None:
-    """The spans of the waits the execution took as it ran (:func:`took`), children of
-    its current span, but those recorded already."""
+    """The spans of the waits the execution took (:func:`took`), children of its current
+    span."""
     for hook_id, (run_id, created_ms, ended_ms, outcome) in execution.taken.items():
-        if hook_id not in execution.recorded:
-            record_span(
-                "parley.hook.wait",
-                created_ms,
-                ended_ms,
-                {"parley.run_id": run_id, "parley.hook_id": hook_id, "parley.outcome": outcome},
-            )
+        record_span(
+            "parley.hook.wait",
+            created_ms,
+            ended_ms,
+            {"parley.run_id": run_id, "parley.hook_id": hook_id, "parley.outcome": outcome},
+        )
 
 
 def _context(parent: str | None) -> Any:
@@ -338,10 +336,6 @@ def record_span(
         name, start_time=start_ms * 1_000_000, attributes=dict(attributes or {})
     )
     recorded.end(end_time=max(start_ms, end_ms) * 1_000_000)
-    execution = _execution.get()
-    hook_id = (attributes or {}).get("parley.hook_id")
-    if execution is not None and isinstance(hook_id, str):
-        execution.recorded.add(hook_id)
 
 
 def _json_lines_exporter(path: str) -> Any:

@@ -24,9 +24,6 @@ from ..store import Claim, ClaimStatus, Store, Task
 from .backoff import Backoff
 
 _SUSPENSIONS = frozenset({EventType.STEP_SUSPENDED, EventType.WORKFLOW_SUSPENDED})
-# The ends of an execution that recorded the hook waits that had woken it: a wait ended
-# before one of them has its span already.
-_WAITS_RECORDED = _SUSPENSIONS | {EventType.WORKFLOW_BLOCKED}
 
 log = logging.getLogger("parley.worker")
 
@@ -241,17 +238,17 @@ class TaskConsumer:
         )
         woke = [e for e in events[last_suspension + 1 :] if e.type in WAKING_EVENTS]
         links = [e.data["trace"] for e in woke if isinstance(e.data.get("trace"), str)]
-        # The waits to record: those ended since the run last suspended or was blocked
-        # (the execution that blocked it recorded those before; retried, it had them twice).
-        last_recorded = max(
-            (i for i, e in enumerate(events) if e.type in _WAITS_RECORDED), default=len(events)
-        )
-        ended_waits = [e for e in events[last_recorded + 1 :] if e.type in WAKING_EVENTS]
         attributes = {"parley.run_id": execution.run_id, "parley.workflow": claim.workflow}
         with (
             tracing.executing(parent if isinstance(parent, str) else None),
             tracing.span("parley.execution", parent=parent, links=links, attributes=attributes),
         ):
+            # The hook waits that ended since the run last suspended or was blocked: their
+            # spans are recorded once the execution went on (its span ends without an
+            # error). One abandoned (an outage, a lost lease, an answer interrupting it) or
+            # crashed is run again from the same suspension, and that execution records
+            # them (recorded by both, each wait was two spans).
+            tracing.took(execution.run_id, events)
             try:
                 await execution.run()
             except Abort as abort:  # runs again (an outage, a lease lost, an interruption)
@@ -261,30 +258,6 @@ class TaskConsumer:
                 tracing.annotate({"parley.outcome": "abandoned"})
                 raise
             tracing.annotate({"parley.outcome": execution.outcome})
-            # Only once the execution went on (its suspension or end recorded): one that
-            # is abandoned (an outage, a lost lease, an answer interrupting it) or crashes
-            # is run again from the same suspension, and that execution records these
-            # waits (recorded by both, each wait was two spans).
-            created = {
-                e.data.get("hook_id"): e.timestamp_ms
-                for e in events
-                if e.type == EventType.HOOK_CREATED
-            }
-            for ended in ended_waits:
-                hook_id = ended.data.get("hook_id")
-                if hook_id in created:
-                    tracing.record_span(
-                        "parley.hook.wait",
-                        created[hook_id],
-                        ended.timestamp_ms,
-                        {
-                            "parley.run_id": execution.run_id,
-                            "parley.hook_id": hook_id,
-                            "parley.outcome": "answered"
-                            if ended.type == EventType.HOOK_RECEIVED
-                            else "expired",
-                        },
-                    )
 
     def _cached(self, task: Task) -> CachedReplay | None:
         """The index this worker kept of the task's run, if its workflow's code is still the

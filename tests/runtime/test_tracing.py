@@ -709,14 +709,9 @@ async def test_an_answer_taken_as_it_ran_by_an_abandoned_execution_is_one_span(
     await _taken_then_abandoned(backend_url, spans, suspend_first=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the worker (runtime/worker/consumer.py, _traced) records only the waits that "
-    "ended after the run's last suspension, none for a run that never suspended "
-    "(max(..., default=len(events))): not changed here",
-)
 async def test_an_answer_taken_before_a_first_suspension_by_an_abandoned_execution(
     backend_url: str, spans: InMemorySpanExporter
 ) -> None:
-    """The same for a run that never suspended: its wait has no span at all."""
+    """The same for a run that never suspended. Before, its wait had no span at all: the
+    worker recorded only the waits that ended after the run's last suspension."""
     await _taken_then_abandoned(backend_url, spans, suspend_first=False)
