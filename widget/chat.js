@@ -9,9 +9,11 @@
 
 //
 // Its methods live in modules by concept, installed on its prototype below: display.js
-// (what is shown: activity, scrolling, unread), frames.js (the server's frames) and
-// sending.js (what the visitor sends).
+// (what is shown: activity, scrolling, unread), frames.js (the server's frames),
+// sending.js (what the visitor sends) and carrying.js (what goes along into a new
+// conversation).
 
+import { carrying } from "./carrying.js";
 import { Connection } from "./connection.js";
 import { display } from "./display.js";
 import { frames } from "./frames.js";
@@ -258,5 +260,5 @@ export class ChatWidget extends EventTarget {
   }
 }
 
-Object.assign(ChatWidget.prototype, display, frames, sending);
+Object.assign(ChatWidget.prototype, carrying, display, frames, sending);
 
