@@ -50,6 +50,7 @@ from runtime.integrations.langchain import (
 from runtime.settings import DemoSettings
 
 from . import trace
+from .models import build_configured_model, configured_model
 
 __all__ = ["ScriptedChatModel", "ask_visitor", "langchain_agent", "lc_agent_step"]
 
@@ -210,8 +211,6 @@ def agent() -> Any:
     if settings.model is None:
         return AGENT
     if settings.model not in _agents:
-        from .models import configured_model
-
         _agents[settings.model] = build_agent(model=configured_model(settings))
     return _agents[settings.model]
 
@@ -278,3 +277,6 @@ async def langchain_agent(
         "transcript": result["transcript"],
         "memory": result["memory"],
     }
+
+
+build_configured_model()  # (now, not in the first step: examples/models.py)

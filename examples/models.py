@@ -11,9 +11,30 @@ from typing import Any
 
 from runtime.settings import DemoSettings
 
+_built: dict[tuple[str, str | None, str | None], Any] = {}
+
 
 def configured_model(settings: DemoSettings) -> Any:
-    """The chat model ``settings`` name, streaming."""
+    """The chat model ``settings`` name, streaming (built once a process)."""
+    assert settings.model is not None
+    spec = (settings.model, settings.model_base_url, settings.model_api_key)
+    if spec not in _built:
+        _built[spec] = _build(settings.model, settings)
+    return _built[spec]
+
+
+def build_configured_model() -> None:
+    """Build the model ``PARLEY_DEMO_MODEL`` names, if any, now: a demo app calls it when
+    it is imported (a worker's start, before it takes tasks), not in the first step that
+    uses the model. Building it imports the provider's package, which held a loaded
+    worker's event loop for over a second, past its lease (1 s in the demos' tests), and
+    the run was given to the worker again and executed twice."""
+    settings = DemoSettings.from_env()
+    if settings.model is not None:
+        configured_model(settings)
+
+
+def _build(model: str, settings: DemoSettings) -> Any:
     try:
         from langchain.chat_models import init_chat_model
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -26,4 +47,4 @@ def configured_model(settings: DemoSettings) -> Any:
         options["base_url"] = settings.model_base_url
     if settings.model_api_key:
         options["api_key"] = settings.model_api_key
-    return init_chat_model(settings.model, **options)
+    return init_chat_model(model, **options)

@@ -47,6 +47,7 @@ from runtime import (
 from runtime.settings import DemoSettings
 
 from .. import trace
+from ..models import build_configured_model, configured_model
 from .agent import TOOLS, HookInterrupt, run_agent
 from .model import NO_RESPONSE, CallCounter, Message, Model, ScriptedModel
 
@@ -57,20 +58,15 @@ log = logging.getLogger("parley.demo")
 SYSTEM = "You are Parley's support agent. Use the tools; ask the visitor when unsure."
 MEMORY_MESSAGES = 20
 MEMORY_CHARS = 1000
-_chat_models: dict[tuple[str, str | None, str | None], Any] = {}
 
 
 def demo_model(settings: DemoSettings, count: CallCounter) -> Model:
     """The scripted model, or the one ``PARLEY_DEMO_MODEL`` names (built once a process)."""
     if settings.model is None:
         return ScriptedModel(chunk_delay=settings.chunk_delay, count=count)
-    from ..models import configured_model
     from .chat_model import ChatModelAdapter
 
-    spec = (settings.model, settings.model_base_url, settings.model_api_key)
-    if spec not in _chat_models:
-        _chat_models[spec] = configured_model(settings)
-    return ChatModelAdapter(_chat_models[spec], count=count)
+    return ChatModelAdapter(configured_model(settings), count=count)
 
 
 def hook_name(tool_call_id: str) -> str:
@@ -205,3 +201,6 @@ async def support_agent(message: str, memory: list[Message] | None = None) -> di
     """One visitor message → the agent's reply (it may ask the visitor on the way);
     ``memory``: the session's earlier exchanges, as the previous run returned them."""
     return await agent_step(message, memory)
+
+
+build_configured_model()  # (now, not in the first step: examples/models.py)

@@ -262,3 +262,26 @@ async def test_a_run_given_to_a_worker_twice_at_once_is_executed_once_at_a_time(
     assert trace.counts(demo_trace, run_id) == {"lookup_order": 1, "on_created": 1}
     starts = [m["message_id"] for m in messages if m["type"] == "text" and m["seq"] == 0]
     assert len(starts) == len(set(starts)) == 2  # each turn's text streamed once
+
+
+@pytest.mark.parametrize("app", ["examples.support_agent", "examples.langchain_agent"])
+def test_a_demo_app_builds_its_configured_model_when_imported(app: str) -> None:
+    """Built as the app is imported (a worker's start, before it takes tasks), not in the
+    first step: building it imports the provider's package, which held a loaded worker's
+    loop past its 1 s lease, and the run was executed again. Before, importing the app
+    imported no provider (['False'])."""
+    import subprocess
+    import sys
+
+    probe = f"import sys, {app}; print('langchain_openai' in sys.modules)"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PARLEY_DEMO_MODEL": "openai:fake-model",
+        "PARLEY_DEMO_MODEL_BASE_URL": "http://127.0.0.1:9/v1",
+        "PARLEY_DEMO_MODEL_API_KEY": "not-a-real-key",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"]
