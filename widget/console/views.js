@@ -1,5 +1,5 @@
 // The console's pages: runs, one run, the approvals inbox, metrics.
-import { renderForm } from "../schema-form.js";
+import { describeAnswer, renderForm } from "../schema-form.js";
 import { api } from "./api.js";
 import { age, duration, el, json, statusBadge, toast, when } from "./dom.js";
 import { t } from "./strings.js";
@@ -9,8 +9,51 @@ const STATUSES = ["pending", "running", "suspended", "blocked", "parked", "compl
 export const FINISHED = new Set(["completed", "failed", "cancelled", "continued"]);
 const RESTARTS_REFUSED = new Set(["pending", "running"]);
 
+// Refusals after which the question takes no answer any more, from anyone: answered with
+// something else (409), expired, cancelled, withdrawn or its run finished (410), gone (404).
+// Anything else (a malformed answer, the store or the network down) may be sent again.
+const FINAL = new Set([404, 409, 410]);
+
+// Why a question no longer takes answers, in words: who answered it and what (its run's
+// log), else its status (expired, cancelled, withdrawn).
+async function whyClosed(hook) {
+  const run = encodeURIComponent(hook.run_id);
+  try {
+    const [log, listed] = await Promise.all([
+      api(`/api/runs/${run}/events`), api(`/api/hooks?run_id=${run}&status=all`),
+    ]);
+    const received = log.events.find((e) => e.type === "hook.received" && e.data.hook_id === hook.hook_id);
+    if (received) {
+      const by = received.data.answered_by ? ` by ${received.data.answered_by}` : "";
+      return `It was already answered${by}: “${describeAnswer(hook.schema, received.data.payload, t)}”.`;
+    }
+    const status = listed.hooks.find((h) => h.token === hook.token)?.status;
+    return {
+      expired: "It expired unanswered.", cancelled: "Its run was cancelled.",
+      closed: "It was withdrawn: its run went on without it.",
+    }[status] || "It no longer takes answers.";
+  } catch (exc) {
+    return exc.status === 404 ? "Its run no longer exists." : "It no longer takes answers.";
+  }
+}
+
+// Take a card out of its list; if the keyboard was in it, the focus goes on to the next
+// card (or the one before, or `fallback`), not back to the top of the page.
+export function removeCard(card, fallback) {
+  const hadFocus = card.contains(document.activeElement) || (card.dataset.hadFocus === "1"
+    && (!document.activeElement || document.activeElement === document.body));
+  const next = card.nextElementSibling || card.previousElementSibling;
+  card.remove();
+  if (!hadFocus) return;
+  const target = next && next.querySelector("button:not(:disabled), input:not(:disabled), select:not(:disabled)");
+  if (target) target.focus();
+  else if (fallback) { fallback.setAttribute("tabindex", "-1"); fallback.focus(); }
+}
+
 // A pending hook: its prompt, run, age and deadline, and its answer form (the widget's).
-export function hookCard(hook, me, { showRun = true } = {}) {
+// `onDone(card)` is called once the card has nothing more to do (answered from it, or its
+// closed notice dismissed).
+export function hookCard(hook, me, { showRun = true, onDone = () => {} } = {}) {
   const titleId = `pc-hook-${hook.token.replace(/[^A-Za-z0-9_-]/g, "-")}`;
   const error = el("p", { class: "pc-error", role: "alert" });
   const card = el("article", { class: "pc-card pc-hook", "aria-labelledby": titleId, "data-token": hook.token });
@@ -20,27 +63,59 @@ export function hookCard(hook, me, { showRun = true } = {}) {
     `hook ${hook.hook_id} · `,
     el("span", { class: "pc-age", "data-since": hook.created_at ?? "" }),
     hook.expires_at ? ` · deadline ${when(hook.expires_at)}` : " · no deadline");
-  card.append(el("h3", { id: titleId, text: hook.prompt || hook.name }), meta);
+  card.append(el("h3", { id: titleId, class: "pc-prompt", text: hook.prompt || hook.name }), meta);
   if (!me.permissions.includes("answer")) {
     card.append(el("p", { class: "pc-empty", text: "Your key cannot answer (reader scope)." }));
     return card;
   }
+  const controls = () => card.querySelectorAll(".parley-choices button, .parley-form button, input, select");
+  // The question closed (answered elsewhere, expired, withdrawn...): a final state, said
+  // in the card, which stays (locked) until dismissed.
+  card.closeWith = async (lead) => {
+    if (card.dataset.state === "closed") return;
+    if (card.contains(document.activeElement)) card.dataset.hadFocus = "1";
+    card.dataset.state = "closed";
+    for (const c of controls()) c.disabled = true;
+    error.textContent = `${lead} Checking why…`;
+    const why = await whyClosed(hook);
+    const dismiss = el("button", { type: "button", class: "pc-dismiss", text: "Dismiss",
+      "aria-describedby": titleId, onclick: () => onDone(card) });
+    error.replaceChildren(`${lead} ${why} `);
+    card.append(el("p", {}, dismiss));
+    if (card.dataset.hadFocus === "1" || !document.activeElement || document.activeElement === document.body) dismiss.focus();
+  };
   const submit = async (payload) => {
+    if (card.dataset.state === "closed" || card.dataset.state === "sending") return;
     error.textContent = "";
-    for (const c of card.querySelectorAll("button, input, select")) c.disabled = true;
+    card.dataset.hadFocus = card.contains(document.activeElement) ? "1" : "";
+    card.dataset.state = "sending";
+    for (const c of controls()) c.disabled = true;
     try {
       const reply = await api(`/api/hooks/${encodeURIComponent(hook.token)}`, { method: "POST", body: { payload } });
       toast(reply.recorded ? `Answered ${hook.name}` : "That answer was already recorded");
       card.dataset.state = "answered";
+      onDone(card);
     } catch (exc) {
-      error.textContent = exc.message;
-      for (const c of card.querySelectorAll("button, input, select")) c.disabled = false;
+      card.dataset.state = "";
+      if (FINAL.has(exc.status)) return card.closeWith("Your answer was not recorded: this question is closed.");
+      error.textContent = exc.status ? exc.message
+        : "The server could not be reached: send the answer again (an answer sent twice is recorded once).";
+      for (const c of controls()) c.disabled = false;
     }
   };
   const form = renderForm(hook.schema, hook.prompt || hook.name, submit, t, titleId);
   form.setAttribute("aria-labelledby", titleId);
   card.append(form, error);
   return card;
+}
+
+// Whether an operator is at work in a card: the focus in it, something typed, an answer
+// on its way, or a closed notice not yet dismissed.
+function inUse(card) {
+  if (card.dataset.state === "answered") return false;
+  if (card.dataset.state === "sending" || card.dataset.state === "closed") return true;
+  if (card.contains(document.activeElement)) return true;
+  return [...card.querySelectorAll("input")].some((i) => i.type !== "checkbox" && i.value !== "");
 }
 
 // ---- runs ---------------------------------------------------------------------------
@@ -188,7 +263,16 @@ export async function runView(main, me, runId, { live: hooksLive } = {}) {
     el("dt", { text: "Session" }), el("dd", { class: "pc-mono", text: run.session || "—" }),
     run.result !== null && run.result !== undefined ? [el("dt", { text: "Result" }), el("dd", { class: "pc-mono", text: json(run.result) })] : null,
     run.error ? [el("dt", { text: "Error" }), el("dd", { class: "pc-error-text", text: `${run.error.type}: ${run.error.message}` })] : null);
-  const pending = run.pending_hooks.map((h) => hookCard({ ...h, created_at: createdAt(log.events, h.hook_id) }, me, { showRun: false }));
+  const onDone = (card) => { if (card.dataset.state === "closed") removeCard(card, main.querySelector("h1")); };
+  // The page read again: a card the operator is at work in (typing, sending, a closed
+  // notice not yet dismissed) is kept as it is; one whose question closed meanwhile says so.
+  const old = new Map(main.dataset.run === runId
+    ? [...main.querySelectorAll(".pc-hook")].filter(inUse).map((c) => [c.dataset.token, c]) : []);
+  const tokens = new Set(run.pending_hooks.map((h) => h.token));
+  const pending = run.pending_hooks.map((h) => old.get(h.token)
+    || hookCard({ ...h, created_at: createdAt(log.events, h.hook_id) }, me, { showRun: false, onDone }));
+  const kept = [...old.values()].filter((c) => !tokens.has(c.dataset.token));
+  for (const card of kept) if (card.closeWith) card.closeWith("This question is closed: nothing was sent from here.");
   const started = new Map();
   const timeline = el("ol", { class: "pc-timeline", "aria-label": "Timeline of events" }, log.events.map((event) => {
     const { kind, text, traceback } = describe(event, started);
@@ -204,8 +288,9 @@ export async function runView(main, me, runId, { live: hooksLive } = {}) {
     el("h1", {}, "Run ", el("span", { class: "pc-mono", text: runId })),
     actions, el("section", { class: "pc-card", "aria-label": "Run details" }, facts),
     el("h2", { text: `Pending hooks (${pending.length})` }),
-    pending.length ? el("div", { class: "pc-hooks" }, pending) : el("p", { class: "pc-empty", text: "None." }),
+    pending.length || kept.length ? el("div", { class: "pc-hooks" }, pending, kept) : el("p", { class: "pc-empty", text: "None." }),
     el("h2", { text: "Timeline" }), timeline);
+  main.dataset.run = runId;
   tickAges(main);
   return run;
 }
@@ -229,17 +314,32 @@ function createdAt(events, hookId) {
 export function inboxView(main, me, hooks) {
   const list = el("div", { class: "pc-hooks", id: "pc-inbox-list", "aria-live": "polite", "aria-relevant": "additions" });
   const summary = el("p", { class: "pc-empty", id: "pc-inbox-summary" });
+  delete main.dataset.run;
   main.replaceChildren(el("h1", { text: "Approvals inbox" }), summary, list);
+  const done = new Set(); // answered or dismissed here: not shown again by a list read before
+  let pending = 0;
+  const say = () => {
+    summary.textContent = pending ? `${pending} pending` : "Nothing is waiting for an answer.";
+  };
+  const onDone = (card) => { done.add(card.dataset.token); removeCard(card, summary); say(); };
   const update = (current) => {
     const tokens = new Set(current.map((h) => h.token));
-    for (const card of [...list.children]) if (!tokens.has(card.dataset.token)) card.remove();
+    for (const token of [...done]) if (!tokens.has(token)) done.delete(token);
+    for (const card of [...list.children]) {
+      if (tokens.has(card.dataset.token)) continue;
+      // No longer pending: answered elsewhere, expired, withdrawn. A card the operator is
+      // at work in says so and stays; the others go.
+      if (inUse(card)) { if (card.closeWith) card.closeWith("This question is closed: nothing was sent from here."); }
+      else removeCard(card, summary);
+    }
     const shown = new Set([...list.children].map((c) => c.dataset.token));
     // Newest first; a card already shown keeps its place and whatever was typed in it.
     for (const hook of [...current].reverse()) {
-      if (shown.has(hook.token)) continue;
-      list.prepend(hookCard(hook, me));
+      if (shown.has(hook.token) || done.has(hook.token)) continue;
+      list.prepend(hookCard(hook, me, { onDone }));
     }
-    summary.textContent = current.length ? `${current.length} pending` : "Nothing is waiting for an answer.";
+    pending = current.filter((h) => !done.has(h.token)).length;
+    say();
     tickAges(list);
   };
   update(hooks);
