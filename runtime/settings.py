@@ -22,6 +22,8 @@ takes explicit arguments whose defaults are the constants below.
 | ``PARLEY_ALLOWED_ORIGINS`` | (none) | more origins whose pages may embed the widget |
 | ``PARLEY_SESSION_RATE`` | ``30/minute`` | ``POST /api/sessions`` per client IP (``off``: none) |
 | ``PARLEY_MESSAGE_RATE`` | ``20/minute`` | chat messages that start runs, per client IP |
+| ``PARLEY_WS_RATE`` | 10 | frames a page's websocket may send per second (a token bucket) |
+| ``PARLEY_WS_BURST`` | 20 | ... in bursts of at most this many |
 | ``PARLEY_TRUSTED_PROXIES`` | (none) | proxies whose ``X-Forwarded-For`` names the client |
 | ``PARLEY_REQUEST_TIMEOUT`` | 10 | seconds a client has to send a whole HTTP request |
 | ``PARLEY_DEMO_DATA_DIR`` | (see below) | the data of ``parley demo``'s private Redis |
@@ -92,6 +94,8 @@ REPLICA_WAIT_TIMEOUT_MS = 1000
 # Server: abuse limits (server.abuse)
 DEFAULT_SESSION_RATE = "30/minute"  # sessions one client IP may create
 DEFAULT_MESSAGE_RATE = "20/minute"  # chat messages (each starts a run) of one client IP
+DEFAULT_WS_RATE = 10.0  # frames per second a page's websocket may send, per socket ...
+DEFAULT_WS_BURST = 20  # ... in bursts of at most this many
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 10.0  # to send a whole request: headers and body
 
 # Streams
@@ -135,6 +139,8 @@ class Settings:
     tracing_file: str | None = None  # PARLEY_TRACING_FILE
     session_rate: str = DEFAULT_SESSION_RATE
     message_rate: str = DEFAULT_MESSAGE_RATE
+    ws_rate: float = DEFAULT_WS_RATE
+    ws_burst: int = DEFAULT_WS_BURST
     trusted_proxies: tuple[str, ...] = ()
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
     event_loop: str = "auto"  # PARLEY_EVENT_LOOP: auto (uvloop when installed) | asyncio
@@ -166,6 +172,8 @@ class Settings:
             event_loop=_choice(env, "PARLEY_EVENT_LOOP", ("auto", "asyncio"), "auto"),
             session_rate=env.get("PARLEY_SESSION_RATE") or DEFAULT_SESSION_RATE,
             message_rate=env.get("PARLEY_MESSAGE_RATE") or DEFAULT_MESSAGE_RATE,
+            ws_rate=_positive(env, "PARLEY_WS_RATE", DEFAULT_WS_RATE, "frames per second"),
+            ws_burst=_at_least_one(env, "PARLEY_WS_BURST", DEFAULT_WS_BURST, "frames"),
             trusted_proxies=_list(env, "PARLEY_TRUSTED_PROXIES"),
             request_timeout=_seconds(
                 env, "PARLEY_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT_SECONDS
@@ -221,16 +229,27 @@ def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    return _positive(env, name, default, "seconds")
+
+
+def _positive(env: Mapping[str, str], name: str, default: float, unit: str) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
     try:
-        seconds = float(raw)
+        value = float(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if not 0 < seconds < float("inf"):
-        raise ValueError(f"{name} must be a positive number of seconds, got {raw!r}")
-    return seconds
+        raise ValueError(f"{name} must be a number of {unit}, got {raw!r}") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number of {unit}, got {raw!r}")
+    return value
+
+
+def _at_least_one(env: Mapping[str, str], name: str, default: int, unit: str) -> int:
+    value = _int(env, name, default)
+    if value < 1:
+        raise ValueError(f"{name} must be a whole number of {unit}, 1 or more, got {value}")
+    return value
 
 
 _SWITCH = ("0", "1", "false", "true", "no", "yes", "off", "on")  # a boolean variable

@@ -135,6 +135,8 @@ def serve(args: argparse.Namespace, serving: Serving) -> int:
         origins=origins,
         session_rate=settings.session_rate,
         message_rate=settings.message_rate,
+        ws_rate=settings.ws_rate,
+        ws_burst=settings.ws_burst,
     )
     app = create_app(runtime, api_key, run_worker=serving.run_worker, config=config)
     print(

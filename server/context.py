@@ -11,7 +11,12 @@ from pathlib import Path
 from runtime import Runtime, Worker
 from runtime.links import LinkSigner
 from runtime.metrics import Metrics
-from runtime.settings import DEFAULT_MESSAGE_RATE, DEFAULT_SESSION_RATE
+from runtime.settings import (
+    DEFAULT_MESSAGE_RATE,
+    DEFAULT_SESSION_RATE,
+    DEFAULT_WS_BURST,
+    DEFAULT_WS_RATE,
+)
 
 from .abuse import AbuseLimits
 from .auth import ApiKey, KeyRing
@@ -33,8 +38,8 @@ class ServerConfig:
     max_body_bytes: int = 256 * 1024  # an HTTP request body
     max_frame_bytes: int = 64 * 1024  # a websocket frame from the page
     max_message_chars: int = MAX_MESSAGE_CHARS  # a visitor's chat message
-    ws_rate: float = 10.0  # frames per second per socket ...
-    ws_burst: int = 20  # ... with bursts up to this many
+    ws_rate: float = DEFAULT_WS_RATE  # frames per second per socket ...
+    ws_burst: int = DEFAULT_WS_BURST  # ... with bursts up to this many
     ws_block_ms: int = 2_000  # one blocking read of the outbox tailer (<= MAX_BLOCK_SECONDS)
     ws_queue_size: int = 1_000  # messages a socket may fall behind before it is closed
     widget_dir: Path = WIDGET_DIR

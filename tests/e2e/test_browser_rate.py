@@ -68,9 +68,7 @@ def test_a_burst_over_the_message_rate_arrives_once_in_order(
 def test_a_burst_over_the_frame_rate_arrives_once_in_order(
     page: Page, make_stack: Callable[..., Stack]
 ) -> None:
-    stack = make_stack(
-        apps=("tests.e2e.frame_rate_app",), PARLEY_TEST_WS_RATE="0.25", PARLEY_TEST_WS_BURST="1"
-    )
+    stack = make_stack(PARLEY_WS_RATE="0.25", PARLEY_WS_BURST="1")
     relay = Relay()
     burst_arrives_once_in_order(page, stack, relay)
     frame_rate = [r for r in relay.replies if r.get("error") == "rate_limited"]

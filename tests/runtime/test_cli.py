@@ -242,6 +242,32 @@ def test_the_log_format_and_tracing_take_their_known_values() -> None:
         assert not Settings.from_env({"PARLEY_TRACING": off}).tracing
 
 
+def test_the_websocket_frame_rate_is_set_from_the_environment() -> None:
+    assert (Settings.from_env({}).ws_rate, Settings.from_env({}).ws_burst) == (10.0, 20)
+    settings = Settings.from_env({"PARLEY_WS_RATE": "0.25", "PARLEY_WS_BURST": "1"})
+    assert (settings.ws_rate, settings.ws_burst) == (0.25, 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("PARLEY_WS_RATE", "fast", "PARLEY_WS_RATE must be a number of frames per second"),
+        ("PARLEY_WS_RATE", "0", "PARLEY_WS_RATE must be a positive number of frames per second"),
+        ("PARLEY_WS_BURST", "0", "PARLEY_WS_BURST must be a whole number of frames, 1 or more"),
+        ("PARLEY_WS_BURST", "2.5", "PARLEY_WS_BURST must be an integer"),
+    ],
+)
+def test_a_bad_websocket_frame_rate_is_refused_with_its_name(
+    name: str, value: str, said: str
+) -> None:
+    with pytest.raises(ValueError, match=said):
+        Settings.from_env({name: value})
+    out = parley_with(
+        {name: value, "PARLEY_API_KEY": "k"}, "server", "--redis", "redis://127.0.0.1:1/0"
+    )
+    assert out.returncode == 2 and out.stderr.startswith(f"parley: {said}"), out.stderr
+
+
 def test_a_redis_url_naming_another_kind_of_server_is_an_error_not_a_traceback() -> None:
     """A URL whose port is an HTTP server's (a typo, a port taken meanwhile): what answers
     does not speak Redis' protocol. Before, redis-py's InvalidResponse ("got 'H' as reply
