@@ -37,24 +37,31 @@ async function start() {
   me = await api("/api/whoami");
   nav.hidden = false;
   who.replaceChildren(`Signed in as ${me.name} (${me.scope}) `,
-    el("button", { type: "button", text: "Sign out", onclick: signOut }));
+    el("button", { type: "button", text: "Sign out", onclick: () => signOut() }));
   if (stream) stream.stop();
   stream = live("/api/live", (name, data) => {
     if (name !== "hooks") return;
     hooks = data.hooks;
     badge.textContent = String(hooks.length);
     if (inboxUpdate) inboxUpdate(hooks);
-  }, (state) => { if (state === "denied") signOut(); });
+  }, (state) => { if (state === "denied") signOut(REFUSED); });
   if (!location.hash || location.hash === "#/") location.hash = "#/runs";
   else route();
 }
 
-function signOut() {
+// Signed out by the operator, or because the server refused the key (revoked, the server
+// restarted with other keys): the page says which, and keeps nothing it read with the key.
+const REFUSED = "This server no longer accepts your key (it was removed or changed): nothing more is shown. Sign in again with a valid key.";
+function signOut(message = "Signed out.") {
   auth.key = null;
   me = null;
   if (stream) stream.stop();
   stream = null;
-  signInView("Signed out.");
+  clearInterval(refresh);
+  inboxUpdate = null;
+  hooks = [];
+  badge.textContent = "0";
+  signInView(message);
 }
 
 let refresh = null;
@@ -94,7 +101,7 @@ async function route() {
       main.replaceChildren(el("h1", { text: "Not found" }));
     }
   } catch (exc) {
-    if (exc.status === 401) return signOut();
+    if (exc.status === 401) return signOut(REFUSED);
     main.replaceChildren(el("h1", { text: "Something went wrong" }), el("p", { class: "pc-error", role: "alert", text: exc.message }));
   }
   document.title = `${main.querySelector("h1")?.textContent || "Parley"} — Parley console`;
