@@ -1,7 +1,9 @@
 // Agent text as safe markdown: marked (GFM) renders it, raw HTML in the text is escaped
 // (markup an agent writes is shown as text, never interpreted), and DOMPurify sanitizes
 // the result with a short allow-list (no images, no styles, no scripts, http(s)/mailto
-// links only, opened in a new tab without a referrer or an opener).
+// links only, opened in a new tab without a referrer or an opener). An image is shown as a
+// link to it, named by its alt text (no picture loads from what an agent wrote), and a
+// relative link goes where it would on the page the chat is on.
 
 import { Marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
@@ -17,6 +19,9 @@ const marked = new Marked({
     html(token) {
       return escapeHtml(token.text);
     },
+    image(token) {
+      return `<a href="${escapeHtml(token.href)}">${escapeHtml(token.text || token.href)}</a>`;
+    },
   },
 });
 
@@ -25,15 +30,26 @@ const ALLOWED_TAGS = [
   "p", "br", "strong", "em", "del", "code", "pre", "blockquote", "ul", "ol", "li",
   "a", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
 ];
-const SAFE_URL = /^(?:https?:|mailto:)/i;
+const SAFE_SCHEMES = new Set(["http:", "https:", "mailto:"]);
+
+/** `href` made absolute against the page, if it is one of SAFE_SCHEMES; else null. */
+function safeHref(href) {
+  try {
+    const url = new URL(href, document.baseURI);
+    return SAFE_SCHEMES.has(url.protocol) ? url.href : null;
+  } catch {
+    return null;
+  }
+}
 
 purifier.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A") {
-    const href = node.getAttribute("href") || "";
-    if (!SAFE_URL.test(href)) {
+    const href = node.hasAttribute("href") ? safeHref(node.getAttribute("href")) : null;
+    if (href === null) {
       node.removeAttribute("href");
       return;
     }
+    node.setAttribute("href", href);
     node.setAttribute("target", "_blank");
     node.setAttribute("rel", "noopener noreferrer nofollow");
   }

@@ -20,6 +20,7 @@ from runtime import (
 
 KINDS = "widget_kinds"
 MARKUP = "widget_markup"
+LINKS = "widget_links"
 FIRST = "widget_first"
 CONTINUED = "widget_continued"
 FIRST_CHILD = "widget_first_child"
@@ -82,6 +83,21 @@ async def widget_markup(message: str) -> dict[str, Any]:
     choice = await ask("pick", XSS_QUESTION, {"type": "string", "enum": XSS_CHOICES})
     await say("end", f"You picked {choice}")
     return {"reply": str(choice)}
+
+
+LINKS_TEXT = (
+    "![a cat](https://example.org/cat.png) and ![](https://example.org/no-alt.png), "
+    "[the docs](/docs/page), [elsewhere](//example.net/x), "
+    "[upper](JaVaScRiPt:window.__xss=6), [spaced]( javascript:window.__xss=7), "
+    "![bad](javascript:window.__xss=8) and [mail](mailto:help@example.org)."
+)
+
+
+@workflow(name=LINKS)
+async def widget_links(message: str) -> dict[str, Any]:
+    """Agent text with images and links of every kind of address."""
+    await say("links", LINKS_TEXT)
+    return {"reply": "shown"}
 
 
 @workflow(name=FIRST)

@@ -21,8 +21,16 @@ API_KEY = "e2e-key-7f3a9c"
 APP = "examples.support_agent"
 SECOND_APP = "examples.langchain_agent"  # the /langchain demo (the dev extras install it)
 TEST_APP = "tests.apps.widget_app"  # chat workflows of the widget's tests
-CHAT_WORKFLOWS = (
-    "langchain_agent,widget_kinds,widget_markup,widget_first,widget_continued,widget_first_child"
+CHAT_WORKFLOWS = ",".join(
+    [
+        "langchain_agent",
+        "widget_kinds",
+        "widget_markup",
+        "widget_links",
+        "widget_first",
+        "widget_continued",
+        "widget_first_child",
+    ]
 )
 
 
