@@ -20,20 +20,22 @@ async def looks_up() -> str:
     return "looked up"
 
 
+async def asks(answered: asyncio.Event) -> Any:
+    """Asks, and sets ``answered`` once the answer came."""
+    answer = await hook("ask")
+    answered.set()
+    return answer
+
+
 @workflow(name="bo_event_set_after_the_answer")
 async def bo_event_set_after_the_answer() -> Any:
     answered = asyncio.Event()
-
-    async def asks() -> Any:
-        answer = await hook("ask")
-        answered.set()
-        return answer
 
     async def waits_for_the_answer() -> str:
         await answered.wait()
         return await looks_up()
 
-    return await asyncio.gather(asks(), waits_for_the_answer())
+    return await asyncio.gather(asks(answered), waits_for_the_answer())
 
 
 CLEANED: list[str] = []
@@ -49,11 +51,6 @@ async def cleans_up() -> str:
 async def bo_cleanup_on_cancel(cleanup: str) -> Any:
     answered = asyncio.Event()
 
-    async def asks() -> Any:
-        answer = await hook("ask")
-        answered.set()
-        return answer
-
     async def waits_for_the_answer() -> str:
         try:
             await answered.wait()
@@ -68,7 +65,7 @@ async def bo_cleanup_on_cancel(cleanup: str) -> Any:
             raise
         return await looks_up()
 
-    return await asyncio.gather(asks(), waits_for_the_answer())
+    return await asyncio.gather(asks(answered), waits_for_the_answer())
 
 
 @workflow(name="bo_queue_fed_after_the_answer")
