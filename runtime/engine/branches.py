@@ -148,6 +148,10 @@ def adopt(task: asyncio.Future[Any]) -> None:
     if branches is not None:
         branches.children.append(task)
         task.add_done_callback(_retrieve_suspension)
+        if branches.settled and asyncio.current_task() in branches.settled:
+            # Made by a task settle() cancelled (its cleanup gathers or shields a call):
+            # refused as its maker is. (Else the call was recorded one task deeper.)
+            branches.settled = {*branches.settled, task}
 
 
 def _retrieve_suspension(task: asyncio.Future[Any]) -> None:

@@ -59,9 +59,15 @@ async def bo_cleanup_on_cancel(cleanup: str) -> Any:
                 await cleans_up()
             elif cleanup == "hook":
                 CLEANED.append(await hook("sorry"))
-            else:  # after an await outside the run
+            elif cleanup == "step after an await":  # (an await outside the run)
                 await asyncio.sleep(0.01)
                 await cleans_up()
+            elif cleanup == "gathered step":  # (in a task of the cancelled one's)
+                await asyncio.gather(cleans_up())
+            elif cleanup == "shielded step":
+                await asyncio.shield(cleans_up())
+            else:  # a gathered hook
+                CLEANED.extend(await asyncio.gather(hook("sorry")))
             raise
         return await looks_up()
 
@@ -133,13 +139,17 @@ async def test_a_task_left_blocked_does_not_keep_the_run_running(
     )
 
 
-@pytest.mark.parametrize("cleanup", ["step", "hook", "step after an await"])
+@pytest.mark.parametrize(
+    "cleanup",
+    ["step", "hook", "step after an await", "gathered step", "shielded step", "gathered hook"],
+)
 async def test_a_cancelled_branchs_cleanup_calls_are_refused(
     rt: Runtime, worker: Worker, cleanup: str
 ) -> None:
     """Before, its cleanup step ran and was recorded where the next pass (the Event set by
     the answer) calls looks_up, and the run was blocked as nondeterministic; its cleanup
-    hook asked the person a second question."""
+    hook asked the person a second question. The same for a call in a task the cancelled
+    one makes (gathered, shielded)."""
     CLEANED.clear()
     assert await run_to_the_end(rt, worker, bo_cleanup_on_cancel, cleanup) == (
         RunStatus.COMPLETED,
