@@ -23,7 +23,7 @@ from typing import Any
 
 from .replay import ReplayIndex
 from .scopes import current_scope
-from .signals import Suspend, current_step
+from .signals import SIGNALS, Suspend, current_step
 from .tracks import started_task
 from .writer import Writer
 
@@ -147,22 +147,23 @@ def adopt(task: asyncio.Future[Any]) -> None:
     branches = current_branches.get()
     if branches is not None:
         branches.children.append(task)
-        task.add_done_callback(_retrieve_suspension)
+        task.add_done_callback(_retrieve_signal)
         if branches.settled and asyncio.current_task() in branches.settled:
             # Made by a task settle() cancelled (its cleanup gathers or shields a call):
             # refused as its maker is. (Else the call was recorded one task deeper.)
             branches.settled = {*branches.settled, task}
 
 
-def _retrieve_suspension(task: asyncio.Future[Any]) -> None:
-    """A task of the workflow that a suspension ended (withdrawn in a losing branch of a
-    first(), or left unawaited when the run suspended) did not fail: its Suspend is taken,
-    so asyncio does not log "Task exception was never retrieved" for it. (Logged from the
-    task's finalizer, that ran inside an unrelated compile() once and CPython 3.11 raised
-    SystemError "AST constructor recursion depth mismatch" there.)"""
+def _retrieve_signal(task: asyncio.Future[Any]) -> None:
+    """A task of the workflow that one of the engine's signals ended (a suspension: withdrawn
+    in a losing branch of a first(), or left unawaited when the run suspended; an Abort: the
+    execution runs again) did not fail: its signal is taken, so asyncio does not log "Task
+    exception was never retrieved" (ERROR) for it. (Logged from the task's finalizer, that
+    ran inside an unrelated compile() once and CPython 3.11 raised SystemError "AST
+    constructor recursion depth mismatch" there.)"""
     # (``_exception`` reads it without marking it retrieved: an error of the code's own
     # stays logged, as asyncio logs it)
-    if not task.cancelled() and isinstance(getattr(task, "_exception", None), Suspend):
+    if not task.cancelled() and isinstance(getattr(task, "_exception", None), SIGNALS):
         task.exception()
 
 

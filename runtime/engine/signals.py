@@ -79,6 +79,8 @@ class ContinueAsNew(BaseException):
 
 # The engine's signals that end the execution whatever else a group holds, worst first.
 _ENDING_SIGNALS: tuple[type[BaseException], ...] = (Abort, Blocked, ReplayEnded, ContinueAsNew)
+# All of the engine's signals: what ends a task of the workflow without being its failure.
+SIGNALS: tuple[type[BaseException], ...] = (Suspend, *_ENDING_SIGNALS)
 
 
 def signal_of(exc: BaseException) -> BaseException:
