@@ -156,10 +156,10 @@ RUNS_AGAIN = "a store outage, not a failure: the execution is abandoned and runs
 
 
 @contextlib.contextmanager
-def executing(stored: str | None = None) -> Iterator[None]:
+def executing() -> Iterator[None]:
     """Inside the block, spans are inside a worker's execution (the first one opened is
-    its ``parley.execution``). ``stored``, the run's trace context, is not read: the
-    execution's replay index holds it (``ReplayIndex.trace``), also with tracing off."""
+    its ``parley.execution``). The run's stored trace context is the execution's replay
+    index's (``ReplayIndex.trace``), also with tracing off."""
     token = _execution.set(_Execution())
     try:
         yield

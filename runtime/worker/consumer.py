@@ -240,7 +240,7 @@ class TaskConsumer:
         links = [e.data["trace"] for e in woke if isinstance(e.data.get("trace"), str)]
         attributes = {"parley.run_id": execution.run_id, "parley.workflow": claim.workflow}
         with (
-            tracing.executing(parent if isinstance(parent, str) else None),
+            tracing.executing(),
             tracing.span("parley.execution", parent=parent, links=links, attributes=attributes),
         ):
             # The hook waits that ended since the run last suspended or was blocked: their

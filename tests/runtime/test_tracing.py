@@ -529,7 +529,7 @@ def test_an_outage_outside_an_execution_is_said_as_it_is(spans: InMemorySpanExpo
     for inside in (False, True):
         with contextlib.ExitStack() as stack:
             if inside:
-                stack.enter_context(tracing.executing(None))
+                stack.enter_context(tracing.executing())
             with pytest.raises(RuntimeError), tracing.span("parley.probe"):
                 try:
                     raise StoreUnavailable("down")
