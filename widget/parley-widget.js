@@ -74,9 +74,15 @@ function optionsOf(script) {
   };
 }
 
-// Auto-mount for the tag that loaded this module.
+// Auto-mount for the tag that loaded this module: once per place (a module runs once
+// however many tags load it, and the loop sees them all: the snippet pasted twice, by a
+// tag manager and by hand, mounted two launchers over each other, one conversation twice).
+const placed = new Set();
 for (const script of document.querySelectorAll("script[type=module][src]")) {
   if (new URL(script.src, document.baseURI).href !== import.meta.url || "manual" in script.dataset) continue;
+  const place = script.dataset.target || "";
+  if (placed.has(place)) continue;
+  placed.add(place);
   const start = () => {
     const chat = mount(script.dataset.target || null, optionsOf(script));
     window.parley = chat;
