@@ -297,15 +297,7 @@ async def test_a_tool_call_without_an_id_is_given_one_and_answered(rt: Runtime, 
 
 
 # 3. A user-supplied graph whose tool calls a model of its own ---------------------------
-INNER = TurnModel(replies=[AIMessage("words only the tool reads")])
-
-
-@tool
-async def summarize(text: str) -> str:
-    """Summarize a text (with a model of its own)."""
-    return (await INNER.ainvoke([HumanMessage(text)])).text
-
-
+# (test_langchain.summarize: a tool that calls a model of its own)
 SUMMARIZE_CALL = {"name": "summarize", "args": {"text": "t"}, "id": "c1", "type": "tool_call"}
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -316,7 +308,7 @@ with warnings.catch_warnings():
                 AIMessage("Here it is."),
             ]
         ),
-        [summarize, ASK.tool],
+        [test_langchain.summarize, ASK.tool],
     )
 
 

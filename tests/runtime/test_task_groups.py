@@ -7,6 +7,7 @@ and the run stayed "running"."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -117,14 +118,19 @@ async def test_the_code_handles_a_task_groups_failure_without_the_waits_answer(
     assert (info.status, info.result) == (RunStatus.COMPLETED, ["StepFailed"])
 
 
-@workflow(name="tg_failure_handled_then_asks")
-async def tg_failure_handled_then_asks() -> Any:
+async def cancelled_beside_a_failure(wait: Coroutine[Any, Any, Any]) -> None:
+    """Runs ``wait`` in a TaskGroup beside a step that fails: the group cancels it."""
     try:
         async with asyncio.TaskGroup() as group:
-            group.create_task(hook("ask"))
+            group.create_task(wait)
             group.create_task(fails())
     except* Exception:
         pass
+
+
+@workflow(name="tg_failure_handled_then_asks")
+async def tg_failure_handled_then_asks() -> Any:
+    await cancelled_beside_a_failure(hook("ask"))
     return await hook("then")
 
 
@@ -150,12 +156,7 @@ async def test_an_answer_to_a_wait_its_group_cancelled_changes_nothing(
 
 @workflow(name="tg_receive_cancelled_then_receives")
 async def tg_receive_cancelled_then_receives() -> Any:
-    try:
-        async with asyncio.TaskGroup() as group:
-            group.create_task(receive("v"))
-            group.create_task(fails())
-    except* Exception:
-        pass
+    await cancelled_beside_a_failure(receive("v"))
     return await receive("v")
 
 
